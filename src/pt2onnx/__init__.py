@@ -1,0 +1,39 @@
+"""pt2onnx: a fast, pure-Python exporter from PyTorch to ONNX."""
+
+from pt2onnx import rules as _rules  # noqa: F401  (registers the built-in rules)
+from pt2onnx._api import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, OnnxProgram, export
+from pt2onnx._builder import RuleContext
+from pt2onnx._registry import translation
+from pt2onnx._version import __version__
+from pt2onnx.errors import (
+    CaptureError,
+    ExportError,
+    InvalidInputError,
+    OpsetError,
+    SaveError,
+    TranslationError,
+    UnsupportedOperatorError,
+)
+from pt2onnx.report import ExportReport
+from pt2onnx.verify import OutputComparison, VerificationResult
+
+__all__ = [
+    "DEFAULT_OPSET",
+    "MAX_OPSET",
+    "MIN_OPSET",
+    "CaptureError",
+    "ExportError",
+    "ExportReport",
+    "InvalidInputError",
+    "OnnxProgram",
+    "OpsetError",
+    "OutputComparison",
+    "RuleContext",
+    "SaveError",
+    "TranslationError",
+    "UnsupportedOperatorError",
+    "VerificationResult",
+    "__version__",
+    "export",
+    "translation",
+]

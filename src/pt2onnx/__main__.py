@@ -1,0 +1,3 @@
+from pt2onnx.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,289 @@
+"""``pt2onnx.export`` and ``OnnxProgram``."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import torch
+
+from pt2onnx import _capture, _compat, _decomp, _save, passes
+from pt2onnx._registry import REGISTRY
+from pt2onnx._translate import Translator
+from pt2onnx.errors import ExportError, InvalidInputError, OpsetError
+from pt2onnx.report import ExportReport
+from pt2onnx.verify import (
+    VerificationResult,
+    compare,
+    flatten_tensors,
+    require_onnxruntime,
+    to_numpy,
+)
+
+MIN_OPSET = 17
+MAX_OPSET = 26
+# Chosen for the widest runtime support that still has Gelu (20) and
+# GroupNormalization (21); see docs/compatibility.md.
+DEFAULT_OPSET = 21
+
+
+def _check_opset(opset: int | None) -> int:
+    if opset is None:
+        return DEFAULT_OPSET
+    if not isinstance(opset, int) or isinstance(opset, bool):
+        raise OpsetError(f"opset must be an int, got {opset!r}.")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise OpsetError(
+            f"opset {opset} is outside the range pt2onnx writes ({MIN_OPSET}-{MAX_OPSET}). "
+            f"Next step: pass an opset between {MIN_OPSET} and {MAX_OPSET}, or leave it out "
+            f"for the default ({DEFAULT_OPSET})."
+        )
+    return opset
+
+
+def _dynamic_axes_to_shapes(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    input_names: Sequence[str] | None,
+    dynamic_axes: Mapping[str, Any],
+) -> Any:
+    """torch.onnx-style ``dynamic_axes`` as torch.export ``dynamic_shapes``."""
+    names = list(input_names or [])
+    tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    dims: dict[str, Any] = {}
+    shapes: list[Any] = [None] * len(args)
+    for name, axes in dynamic_axes.items():
+        if name not in names:
+            continue
+        pos = names.index(name)
+        if pos >= len(tensor_positions):
+            raise InvalidInputError(
+                f"dynamic_axes names input {name!r}, but only {len(tensor_positions)} tensor "
+                "inputs were given."
+            )
+        axis_names = axes if isinstance(axes, Mapping) else {a: f"{name}_dim{a}" for a in axes}
+        spec = {}
+        for axis, dim_name in axis_names.items():
+            safe = "".join(c if c.isalnum() or c == "_" else "_" for c in str(dim_name))
+            if not safe or safe[0].isdigit():
+                safe = "d_" + safe
+            spec[int(axis)] = dims.setdefault(safe, torch.export.Dim(safe))
+        shapes[tensor_positions[pos]] = spec
+    return tuple(shapes)
+
+
+class OnnxProgram:
+    """An exported ONNX model, with the means to save, run and verify it."""
+
+    def __init__(
+        self,
+        model: ir.Model,
+        report: ExportReport,
+        module: Callable[..., Any] | None = None,
+        kwarg_order: Sequence[str] = (),
+    ) -> None:
+        self.model = model
+        self.report = report
+        self._module = module
+        self._kwarg_order = list(kwarg_order)
+        self._session: Any = None
+        self._path: Path | None = None
+
+    def __repr__(self) -> str:
+        g = self.model.graph
+        return (
+            f"OnnxProgram(opset={g.opset_imports.get('', '?')}, nodes={len(g)}, "
+            f"inputs={[v.name for v in g.inputs]}, outputs={[v.name for v in g.outputs]})"
+        )
+
+    @property
+    def model_proto(self) -> onnx.ModelProto:
+        """The model as an ``onnx.ModelProto`` (weights inline)."""
+        if _save.initializer_bytes(self.model) > 2_000_000_000:
+            raise ExportError(
+                "the model's weights exceed the 2 GB protobuf limit, so it has no in-memory "
+                "ModelProto. Next step: use .save(path), which writes external data."
+            )
+        return ir.to_proto(self.model)
+
+    def save(self, path: str | os.PathLike[str], *, external_data: bool | None = None) -> Path:
+        """Writes the model atomically; large weights go to ``<path>.data`` beside it."""
+        written = _save.save_model(self.model, path, external_data)
+        self._path = written
+        return written
+
+    # -- running ------------------------------------------------------
+    def _flat_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray]:
+        ordered = {k: kwargs[k] for k in self._kwarg_order if k in kwargs}
+        ordered.update({k: v for k, v in kwargs.items() if k not in ordered})
+        tensors = flatten_tensors((args, ordered))
+        inputs = self.model.graph.inputs
+        if len(tensors) != len(inputs):
+            raise InvalidInputError(
+                f"the ONNX model takes {len(inputs)} tensor inputs "
+                f"({[v.name for v in inputs]}) but {len(tensors)} were given."
+            )
+        return [to_numpy(t) for t in tensors]
+
+    def _get_session(self) -> Any:
+        if self._session is None:
+            ort = require_onnxruntime()
+            opts = ort.SessionOptions()
+            opts.log_severity_level = 3
+            if _save.initializer_bytes(self.model) > _save.EXTERNAL_DATA_AUTO_BYTES:
+                if self._path is None:
+                    raise ExportError(
+                        "this model is too large to run from memory. Next step: call "
+                        ".save(path) first, then .run(...)."
+                    )
+                source: Any = str(self._path)
+            else:
+                source = self.model_proto.SerializeToString()
+            self._session = ort.InferenceSession(
+                source, opts, providers=["CPUExecutionProvider"]
+            )
+        return self._session
+
+    def run(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
+        """Runs the model in onnxruntime on the same kind of inputs as the export."""
+        session = self._get_session()
+        feeds = dict(zip([i.name for i in session.get_inputs()], self._flat_inputs(args, kwargs)))
+        return list(session.run(None, feeds))
+
+    def verify(
+        self, *args: Any, atol: float = 1e-4, rtol: float = 1e-3, **kwargs: Any
+    ) -> VerificationResult:
+        """Compares each output with eager PyTorch: max abs/rel error per output."""
+        if self._module is None:
+            raise ExportError("this program has no eager model to compare against.")
+        with torch.no_grad():
+            expected = flatten_tensors(self._module(*args, **kwargs))
+        actual = self.run(*args, **kwargs)
+        names = [v.name or f"output_{i}" for i, v in enumerate(self.model.graph.outputs)]
+        result = compare(names, expected, actual, atol, rtol)
+        self.report.verification = result
+        return result
+
+
+def export(
+    model: torch.nn.Module | Callable[..., Any] | torch.export.ExportedProgram,
+    args: tuple[Any, ...] = (),
+    f: str | os.PathLike[str] | None = None,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    dynamic_shapes: Any = None,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    dynamic_axes: Mapping[str, Any] | None = None,
+    opset: int | None = None,
+    external_data: bool | None = None,
+    optimize: bool = True,
+    verify: bool = False,
+    report: bool | str | os.PathLike[str] = False,
+    custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
+) -> OnnxProgram:
+    """Exports a PyTorch model to ONNX.
+
+    Args:
+        model: an ``nn.Module``, a callable, or a ``torch.export.ExportedProgram``.
+        args: example positional inputs, as a tuple.
+        f: where to write the ``.onnx`` file; nothing is written when None.
+        kwargs: example keyword inputs.
+        dynamic_shapes: ``torch.export``-style dynamic shapes.
+        input_names, output_names, dynamic_axes: ``torch.onnx``-style naming and
+            dynamic axes (``{"x": {0: "batch"}}`` or ``{"x": [0]}``).
+        opset: the target ONNX opset (17-26).
+        external_data: write weights to ``<f>.data``; None decides by size.
+        optimize: run the small ONNX pass pipeline.
+        verify: compare onnxruntime with eager PyTorch on ``args``.
+        report: write the Markdown export report (True: beside ``f``; or a path).
+        custom_translations: ``{op: rule}`` used for this call only.
+
+    Returns:
+        An :class:`OnnxProgram`.
+    """
+    target_opset = _check_opset(opset)
+    args, kwargs = _capture.check_args(args, kwargs)
+    if f is not None:
+        _save.check_path(f)
+    if dynamic_axes:
+        if dynamic_shapes is not None:
+            raise InvalidInputError(
+                "pass either dynamic_shapes (torch.export style) or dynamic_axes "
+                "(torch.onnx style), not both."
+            )
+        missing = [k for k in dynamic_axes if k not in (input_names or []) and k not in (output_names or [])]
+        if missing:
+            raise InvalidInputError(
+                f"dynamic_axes names {missing} that are not in input_names "
+                f"{list(input_names or [])} or output_names {list(output_names or [])}. "
+                "Next step: give input_names=[...] naming every input used in dynamic_axes."
+            )
+        dynamic_shapes = _dynamic_axes_to_shapes(args, kwargs, input_names, dynamic_axes)
+
+    rep = ExportReport(opset=target_opset)
+    with rep.stage("capture"):
+        captured = _capture.capture(model, args, kwargs, dynamic_shapes)
+    rep.capture_strategy = captured.strategy
+    rep.fallbacks = list(captured.fallbacks)
+
+    registry = REGISTRY
+    with rep.stage("decompose"):
+        keep = tuple(
+            op for op in _decomp.KEEP
+            if (custom_translations and op in custom_translations)
+            or registry.lookup(op, target_opset) is not None
+        )
+        program = _compat.run_decompositions(captured.program, _decomp.decomposition_table(keep))
+    rep.fx_nodes = len(program.graph.nodes)
+
+    with rep.stage("translate"):
+        translator = Translator(
+            program, registry, target_opset, dict(custom_translations or {}),
+            list(input_names) if input_names else None,
+            list(output_names) if output_names else None,
+        )
+        onnx_model = translator.run()
+    rep.folded_nodes = translator.folded
+    rep.warnings.extend(translator.warnings)
+
+    with rep.stage("optimize"):
+        onnx_model = passes.optimize(onnx_model) if optimize else passes.cleanup(onnx_model)
+    rep.op_histogram = _histogram(onnx_model)
+
+    if isinstance(model, torch.export.ExportedProgram):
+        eager: Callable[..., Any] | None = model.module()
+    else:
+        eager = _capture.as_module(model)
+    prog = OnnxProgram(onnx_model, rep, eager, list(kwargs))
+    if f is not None:
+        with rep.stage("save"):
+            prog.save(f, external_data=external_data)
+    if verify:
+        with rep.stage("verify"):
+            result = prog.verify(*args, **kwargs)
+        if not result.ok:
+            warnings.warn(
+                "the exported model does not match eager PyTorch:\n" + str(result), stacklevel=2
+            )
+    if report:
+        path = Path(report) if not isinstance(report, bool) else (
+            Path(f).with_suffix(".report.md") if f is not None else None
+        )
+        if path is not None:
+            path.write_text(rep.to_markdown())
+    return prog
+
+
+def _histogram(model: ir.Model) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in model.graph:
+        key = node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts

@@ -1,0 +1,303 @@
+"""The rule context: an op builder over onnx_ir, typed constants and dtype mapping.
+
+A rule receives a :class:`RuleContext` as ``g``. It emits ONNX nodes with
+``g.op.Add(a, b)``, reads the output dtype and shape of the FX node it is
+translating from ``g.meta``, and makes constants with ``g.const``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+# Every torch dtype that ONNX can represent.
+_TORCH_TO_ONNX: dict[torch.dtype, ir.DataType] = {
+    torch.float32: ir.DataType.FLOAT,
+    torch.float16: ir.DataType.FLOAT16,
+    torch.bfloat16: ir.DataType.BFLOAT16,
+    torch.float64: ir.DataType.DOUBLE,
+    torch.int8: ir.DataType.INT8,
+    torch.int16: ir.DataType.INT16,
+    torch.int32: ir.DataType.INT32,
+    torch.int64: ir.DataType.INT64,
+    torch.uint8: ir.DataType.UINT8,
+    torch.bool: ir.DataType.BOOL,
+    torch.complex64: ir.DataType.COMPLEX64,
+    torch.complex128: ir.DataType.COMPLEX128,
+}
+for _name, _onnx in (
+    ("uint16", ir.DataType.UINT16),
+    ("uint32", ir.DataType.UINT32),
+    ("uint64", ir.DataType.UINT64),
+    ("float8_e4m3fn", ir.DataType.FLOAT8E4M3FN),
+    ("float8_e4m3fnuz", ir.DataType.FLOAT8E4M3FNUZ),
+    ("float8_e5m2", ir.DataType.FLOAT8E5M2),
+    ("float8_e5m2fnuz", ir.DataType.FLOAT8E5M2FNUZ),
+    ("float4_e2m1fn_x2", getattr(ir.DataType, "FLOAT4E2M1", None)),
+):
+    if hasattr(torch, _name) and _onnx is not None:
+        _TORCH_TO_ONNX[getattr(torch, _name)] = _onnx
+_ONNX_TO_TORCH = {v: k for k, v in _TORCH_TO_ONNX.items()}
+
+FLOAT_TYPES = frozenset(
+    {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
+)
+
+
+def onnx_dtype(dtype: torch.dtype) -> ir.DataType:
+    """Maps a torch dtype to its ONNX data type, or raises with the dtypes ONNX has."""
+    try:
+        return _TORCH_TO_ONNX[dtype]
+    except KeyError:
+        raise TypeError(
+            f"torch dtype {dtype} has no ONNX equivalent; cast the tensor to one of "
+            f"{sorted(str(d) for d in _TORCH_TO_ONNX)} before exporting"
+        ) from None
+
+
+def torch_dtype(dtype: ir.DataType) -> torch.dtype:
+    return _ONNX_TO_TORCH[dtype]
+
+
+def _attr(name: str, value: Any) -> ir.Attr:
+    if isinstance(value, bool):
+        return ir.AttrInt64(name, int(value))
+    if isinstance(value, ir.DataType):
+        return ir.AttrInt64(name, int(value))
+    if isinstance(value, int):
+        return ir.AttrInt64(name, value)
+    if isinstance(value, float):
+        return ir.AttrFloat32(name, value)
+    if isinstance(value, str):
+        return ir.AttrString(name, value)
+    if isinstance(value, ir.Graph):
+        return ir.AttrGraph(name, value)
+    if isinstance(value, (ir.Tensor, ir.TensorProtocol)):
+        return ir.AttrTensor(name, value)  # type: ignore[arg-type]
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(v, (bool, int)) for v in value):
+            return ir.AttrInt64s(name, [int(v) for v in value])
+        if all(isinstance(v, (int, float)) for v in value):
+            return ir.AttrFloat32s(name, [float(v) for v in value])
+        if all(isinstance(v, str) for v in value):
+            return ir.AttrStrings(name, list(value))
+    raise TypeError(f"cannot make an ONNX attribute {name!r} from {value!r}")
+
+
+class _OpNamespace:
+    """``g.op.Name(*inputs, **attributes)`` appends one ONNX node.
+
+    ``_outputs=n`` asks for n outputs (a tuple is returned); ``_domain`` picks a
+    domain other than the default one.
+    """
+
+    def __init__(self, ctx: RuleContext) -> None:
+        self._ctx = ctx
+
+    def __getattr__(self, op_type: str) -> Any:
+        def make(*inputs: ir.Value | None, _outputs: int = 1, _domain: str = "", **attrs: Any):
+            return self._ctx.add_node(op_type, inputs, attrs, _outputs, _domain)
+
+        make.__name__ = op_type
+        return make
+
+
+class RuleContext:
+    """What a rule sees as ``g``.
+
+    Attributes:
+        op: the op builder (``g.op.Relu(x)``).
+        opset: the target default-domain opset.
+        meta: the ``val`` metadata of the FX node being translated (a
+            FakeTensor, a tuple of them, or a SymInt).
+        node: the FX node being translated.
+    """
+
+    def __init__(self, graph: ir.Graph, opset: int) -> None:
+        self.graph = graph
+        self.opset = opset
+        self.op = _OpNamespace(self)
+        self.node: torch.fx.Node | None = None
+        self.meta: Any = None
+        self.nodes: list[ir.Node] = []
+        self._consts: dict[tuple[Any, ...], ir.Value] = {}
+        self._counter = 0
+        self.domains: dict[str, int] = {}
+        self._transposed: dict[int, ir.Value] = {}
+
+    # -- node emission -------------------------------------------------
+    def add_node(
+        self,
+        op_type: str,
+        inputs: Sequence[ir.Value | None],
+        attrs: dict[str, Any],
+        num_outputs: int = 1,
+        domain: str = "",
+    ) -> Any:
+        attributes = [_attr(k, v) for k, v in attrs.items() if v is not None]
+        for v in inputs:
+            if v is not None and not isinstance(v, ir.Value):
+                raise TypeError(
+                    f"{op_type} got input {v!r}; ONNX inputs must be values, "
+                    "use g.const(...) for constants"
+                )
+        node = ir.Node(domain, op_type, inputs, attributes, num_outputs=num_outputs)
+        self.nodes.append(node)
+        if domain and domain not in self.domains:
+            self.domains[domain] = 1
+        if num_outputs == 1:
+            return node.outputs[0]
+        return tuple(node.outputs)
+
+    # -- constants -----------------------------------------------------
+    def const(self, value: Any, dtype: ir.DataType | torch.dtype | None = None) -> ir.Value:
+        """Returns an initializer holding ``value`` (scalar, list, ndarray or tensor).
+
+        Scalars and lists become tensors of ``dtype`` (default: int64 for
+        ints, float32 for floats, bool for bools). Equal small constants are
+        shared.
+        """
+        if isinstance(dtype, torch.dtype):
+            dtype = onnx_dtype(dtype)
+        if isinstance(value, torch.Tensor):
+            if dtype is not None and onnx_dtype(value.dtype) != dtype:
+                value = value.to(torch_dtype(dtype))
+            return self.tensor_initializer(value.detach())
+        if isinstance(value, ir.DataType):
+            value = int(value)
+        if dtype is None:
+            dtype = _infer_dtype(value)
+        arr = np.asarray(value)
+        key = (dtype, arr.shape, arr.tobytes()) if arr.size <= 64 else None
+        if key is not None and key in self._consts:
+            return self._consts[key]
+        tensor = torch.tensor(value, dtype=torch_dtype(dtype))
+        val = self.tensor_initializer(tensor)
+        if key is not None:
+            self._consts[key] = val
+        return val
+
+    def tensor_initializer(self, tensor: torch.Tensor, name: str | None = None) -> ir.Value:
+        if name is None:
+            self._counter += 1
+            name = f"const_{self._counter}"
+        tensor = tensor.detach()
+        value = ir.Value(
+            name=name,
+            type=ir.TensorType(onnx_dtype(tensor.dtype)),
+            shape=ir.Shape(tuple(tensor.shape)),
+            const_value=ir.tensor_adapters.TorchTensor(tensor, name=name),
+        )
+        self.graph.register_initializer(value)
+        return value
+
+    # -- metadata helpers ------------------------------------------------
+    @property
+    def dtype(self) -> ir.DataType:
+        """The ONNX dtype of the (first) output of the node being translated."""
+        val = self.meta[0] if isinstance(self.meta, (tuple, list)) else self.meta
+        return onnx_dtype(val.dtype)
+
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        val = self.meta[0] if isinstance(self.meta, (tuple, list)) else self.meta
+        return tuple(val.shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def static_shape(self, index: int = 0) -> tuple[int, ...] | None:
+        """The output shape when every dim is a plain int, else None."""
+        val = self.meta[index] if isinstance(self.meta, (tuple, list)) else self.meta
+        shape = tuple(val.shape)
+        return shape if all(type(d) is int for d in shape) else None
+
+    def output_used(self, index: int) -> bool:
+        """Whether output ``index`` of a multi-output op is read by any node."""
+        import operator
+
+        assert self.node is not None
+        for user in self.node.users:
+            if user.target is not operator.getitem or user.args[1] == index:
+                return True
+        return False
+
+    def cast(self, x: ir.Value, dtype: ir.DataType | torch.dtype) -> ir.Value:
+        """x as ``dtype``; no node when it already is."""
+        if isinstance(dtype, torch.dtype):
+            dtype = onnx_dtype(dtype)
+        if x.dtype == dtype:
+            return x
+        out = self.op.Cast(x, to=dtype)
+        out.dtype = dtype
+        if x.shape is not None:
+            out.shape = x.shape
+        return out
+
+    def transposed(self, w: ir.Value) -> ir.Value:
+        """The transpose of a 2-D weight: a lazily transposed initializer when w is one."""
+        tensor = w.const_value if w.is_initializer() else None
+        raw = getattr(tensor, "raw", None)
+        if isinstance(raw, torch.Tensor) and raw.dim() == 2:
+            cached = self._transposed.get(id(w))
+            if cached is None:
+                name = f"{w.name}.T"
+                t = raw
+                lazy = ir.LazyTensor(
+                    lambda: ir.tensor_adapters.TorchTensor(t.detach().t().contiguous(), name=name),
+                    dtype=onnx_dtype(raw.dtype), shape=ir.Shape((raw.shape[1], raw.shape[0])),
+                    name=name,
+                )
+                cached = ir.Value(
+                    name=name, type=ir.TensorType(onnx_dtype(raw.dtype)),
+                    shape=ir.Shape((raw.shape[1], raw.shape[0])), const_value=lazy,
+                )
+                self.graph.register_initializer(cached)
+                self._transposed[id(w)] = cached
+            return cached
+        return self.op.Transpose(w, perm=[1, 0])
+
+    def int_list(self, values: Sequence[int | ir.Value]) -> ir.Value:
+        """A 1-D int64 value from Python ints and 0-d int64 values (SymInts)."""
+        if all(isinstance(v, int) for v in values):
+            return self.const([int(v) for v in values], ir.DataType.INT64)  # type: ignore[arg-type]
+        parts = []
+        for v in values:
+            if isinstance(v, ir.Value):
+                parts.append(self.op.Reshape(v, self.const([1])))
+            else:
+                parts.append(self.const([int(v)]))
+        return self.op.Concat(*parts, axis=0)
+
+
+def _infer_dtype(value: Any) -> ir.DataType:
+    if isinstance(value, np.ndarray):
+        return ir.DataType.from_numpy(value.dtype)
+    flat = value
+    while isinstance(flat, (list, tuple)) and flat:
+        flat = flat[0]
+    if isinstance(flat, bool):
+        return ir.DataType.BOOL
+    if isinstance(flat, int) or (isinstance(value, (list, tuple)) and not value):
+        return ir.DataType.INT64
+    if isinstance(flat, float):
+        return ir.DataType.FLOAT
+    raise TypeError(f"cannot infer an ONNX dtype for constant {value!r}")
+
+
+def rank_of(value: ir.Value) -> int:
+    shape = value.shape
+    if shape is None:
+        raise ValueError(f"value {value.name} has no known rank")
+    return len(shape)
+
+
+def dtype_of(value: ir.Value) -> ir.DataType:
+    if value.dtype is None:
+        raise ValueError(f"value {value.name} has no known dtype")
+    return value.dtype

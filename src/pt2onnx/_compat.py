@@ -1,0 +1,52 @@
+"""Every difference between the supported torch releases lives here, and only here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+TORCH_VERSION: tuple[int, int] = tuple(  # type: ignore[assignment]
+    int(p) for p in torch.__version__.split("+")[0].split(".")[:2]
+)
+
+
+def export(
+    model: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None,
+    dynamic_shapes: Any,
+    strict: bool,
+) -> torch.export.ExportedProgram:
+    return torch.export.export(
+        model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict
+    )
+
+
+def default_decompositions() -> dict[Any, Any]:
+    """The core-ATen decomposition table as a mutable mapping."""
+    if hasattr(torch.export, "default_decompositions"):
+        return torch.export.default_decompositions()  # type: ignore[return-value]
+    from torch._decomp import core_aten_decompositions
+
+    return dict(core_aten_decompositions())
+
+
+def run_decompositions(
+    ep: torch.export.ExportedProgram, table: dict[Any, Any]
+) -> torch.export.ExportedProgram:
+    return ep.run_decompositions(table)
+
+
+def core_aten_ops() -> list[torch._ops.OpOverload]:
+    """Every OpOverload tagged ``core`` in the installed torch."""
+    ops = []
+    for packet_name in dir(torch.ops.aten):
+        packet = getattr(torch.ops.aten, packet_name, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            if torch.Tag.core in op.tags:
+                ops.append(op)
+    return ops

@@ -1,0 +1,53 @@
+"""The decomposition table: core ATen, minus the ops we translate directly.
+
+Ops listed in ``KEEP`` map to a richer ONNX op (LayerNormalization, Gelu,
+MatMul with broadcasting, Attention, Resize, ...) so decomposing them would
+only make the graph bigger and slower.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pt2onnx import _compat
+
+aten = torch.ops.aten
+
+KEEP: tuple[Any, ...] = (
+    aten.scaled_dot_product_attention.default,
+    aten.layer_norm.default,
+    aten.group_norm.default,
+    aten.instance_norm.default,
+    aten.gelu.default,
+    aten.silu.default,
+    aten.hardswish.default,
+    aten.hardsigmoid.default,
+    aten.mish.default,
+    aten.linear.default,
+    aten.matmul.default,
+    aten.rms_norm.default,
+    aten.pixel_shuffle.default,
+    aten.pixel_unshuffle.default,
+    aten.upsample_nearest2d.vec,
+    aten.upsample_bilinear2d.vec,
+    aten.upsample_bicubic2d.vec,
+    aten.upsample_linear1d.vec,
+    aten.upsample_nearest1d.vec,
+    aten.upsample_nearest3d.vec,
+    aten.upsample_trilinear3d.vec,
+    aten.softplus.default,
+    aten.prelu.default,
+    aten.celu.default,
+    aten.selu.default,
+    aten.elu.default,
+)
+
+
+def decomposition_table(keep: tuple[Any, ...] = KEEP) -> dict[Any, Any]:
+    """The table passed to ``ExportedProgram.run_decompositions``."""
+    table = _compat.default_decompositions()
+    for op in keep:
+        table.pop(op, None)
+    return table

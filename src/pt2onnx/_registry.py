@@ -1,0 +1,120 @@
+"""The translation registry: rules keyed by the op object, selected by opset."""
+
+from __future__ import annotations
+
+import bisect
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import torch
+
+Rule = Callable[..., Any]
+F = TypeVar("F", bound=Rule)
+
+
+@dataclass(frozen=True)
+class RuleEntry:
+    since: int
+    fn: Rule
+    # Keyword names the rule accepts; None means it takes **kwargs.
+    kwarg_names: frozenset[str] | None = field(compare=False, default=None)
+
+
+def _kwarg_names(fn: Rule) -> frozenset[str] | None:
+    params = inspect.signature(fn).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(
+        p.name
+        for p in params
+        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    )
+
+
+def op_name(op: Any) -> str:
+    """A readable name such as ``aten::add.Tensor`` for an op key."""
+    if isinstance(op, torch._ops.OpOverload):
+        schema = op._schema
+        return f"{schema.name}.{schema.overload_name or 'default'}"
+    if isinstance(op, torch._ops.HigherOrderOperator):
+        return f"higher_order::{op.name()}"
+    module = getattr(op, "__module__", None) or ""
+    return f"{module}.{getattr(op, '__name__', repr(op))}".lstrip(".")
+
+
+class Registry:
+    """Maps an op (an ``OpOverload`` or a Python callable) to rules by opset."""
+
+    def __init__(self) -> None:
+        self._rules: dict[Any, list[RuleEntry]] = {}
+
+    def register(self, op: Any, fn: Rule, since: int = 1) -> None:
+        for key in _expand(op):
+            entries = self._rules.setdefault(key, [])
+            entries[:] = [e for e in entries if e.since != since]
+            bisect.insort(entries, RuleEntry(since, fn, _kwarg_names(fn)), key=lambda e: e.since)
+
+    def lookup(self, op: Any, opset: int) -> RuleEntry | None:
+        """The rule with the highest ``since`` at or below ``opset``."""
+        entries = self._rules.get(op)
+        if not entries:
+            return None
+        best = None
+        for entry in entries:
+            if entry.since <= opset:
+                best = entry
+        return best
+
+    def opsets(self, op: Any) -> list[int]:
+        return [e.since for e in self._rules.get(op, [])]
+
+    def __contains__(self, op: Any) -> bool:
+        return op in self._rules
+
+    def ops(self) -> list[Any]:
+        return list(self._rules)
+
+    def copy(self) -> Registry:
+        new = Registry()
+        new._rules = {k: list(v) for k, v in self._rules.items()}
+        return new
+
+
+def _expand(op: Any) -> Iterable[Any]:
+    """An OpOverloadPacket stands for all its overloads; a list for its items."""
+    if isinstance(op, (list, tuple)):
+        for o in op:
+            yield from _expand(o)
+    elif isinstance(op, torch._ops.OpOverloadPacket):
+        for name in op.overloads():
+            yield getattr(op, name)
+    else:
+        yield op
+
+
+REGISTRY = Registry()
+
+
+def translation(op: Any, *, since: int = 1, registry: Registry | None = None) -> Callable[[F], F]:
+    """Registers ``fn`` as the translation of ``op`` from opset ``since`` on.
+
+    ``op`` is an ``OpOverload`` (``torch.ops.aten.gelu.default``), an
+    ``OpOverloadPacket`` (all its overloads), a Python callable that appears
+    in FX graphs (``operator.getitem``), or a list of these. A rule
+    registered later for the same op and ``since`` replaces the earlier one,
+    so users can override built-in rules.
+
+    Example:
+        >>> import torch, pt2onnx
+        >>> @pt2onnx.translation(torch.ops.aten.relu.default)
+        ... def relu(g, x):
+        ...     return g.op.Relu(x)
+    """
+
+    def decorate(fn: F) -> F:
+        (registry or REGISTRY).register(op, fn, since)
+        return fn
+
+    return decorate

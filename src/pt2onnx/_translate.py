@@ -1,0 +1,431 @@
+"""Walks an ExportedProgram's FX graph once and builds the ONNX graph."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import onnx_ir as ir
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+
+from pt2onnx import _builder
+from pt2onnx._registry import Registry, RuleEntry, op_name
+from pt2onnx.errors import MissingOp, TranslationError, UnsupportedOperatorError
+
+# Buffers and lifted constants up to this many elements take part in constant
+# folding; a folded result larger than this is not materialised.
+FOLD_LIMIT = 1 << 16
+# Keyword arguments that carry no meaning in an ONNX graph.
+_IGNORED_KWARGS = frozenset({"layout", "device", "pin_memory", "memory_format", "non_blocking"})
+_FOLDABLE_PY = frozenset(
+    {operator.getitem, operator.add, operator.sub, operator.mul, operator.floordiv,
+     operator.truediv, operator.mod, operator.neg, operator.pow}
+)
+
+
+@dataclass
+class Const:
+    """A tensor known at export time (a folded value or a small buffer)."""
+
+    tensor: torch.Tensor
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Source:
+    source: str
+    module: str
+    module_type: str
+
+
+def _source_of(node: torch.fx.Node, cache: dict[Any, Source]) -> Source:
+    stack = node.meta.get("stack_trace") or ""
+    modules = node.meta.get("nn_module_stack") or {}
+    key = (stack, id(modules))
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    source = ""
+    lines = [ln for ln in stack.strip().splitlines() if ln.strip()]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].lstrip().startswith("File "):
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            source = f"{lines[i].strip()}: {code}" if code else lines[i].strip()
+            break
+    module, module_type = "", ""
+    if modules:
+        path, mtype = list(modules.values())[-1]
+        module = _clean_module_path(str(path))
+        module_type = getattr(mtype, "__name__", str(mtype)).rsplit(".", 1)[-1]
+    hit = cache[key] = Source(source, module, module_type)
+    return hit
+
+
+def _clean_module_path(path: str) -> str:
+    # torch.export records paths as L['self'].layers[0].attn or as plain dotted names.
+    for prefix in ("L['self'].", "L['self']"):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+    return path.replace("._modules['", ".").replace("']", "").replace("[", ".").replace("]", "")
+
+
+def _shape_of(val: Any) -> ir.Shape | None:
+    if not isinstance(val, torch.Tensor):
+        return ir.Shape([]) if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) else None
+    dims: list[int | str] = []
+    for d in val.shape:
+        dims.append(int(d) if isinstance(d, int) else str(d))
+    return ir.Shape(dims)
+
+
+def _type_of(val: Any) -> ir.TypeProtocol | None:
+    if isinstance(val, torch.Tensor):
+        return ir.TensorType(_builder.onnx_dtype(val.dtype))
+    if isinstance(val, torch.SymInt):
+        return ir.TensorType(ir.DataType.INT64)
+    if isinstance(val, torch.SymFloat):
+        return ir.TensorType(ir.DataType.FLOAT)
+    if isinstance(val, torch.SymBool):
+        return ir.TensorType(ir.DataType.BOOL)
+    return None
+
+
+class Translator:
+    """One use: ``Translator(ep, registry, opset).run()`` returns an ``ir.Model``."""
+
+    def __init__(
+        self,
+        ep: torch.export.ExportedProgram,
+        registry: Registry,
+        opset: int,
+        custom: dict[Any, Callable[..., Any]] | None = None,
+        input_names: list[str] | None = None,
+        output_names: list[str] | None = None,
+    ) -> None:
+        self.ep = ep
+        self.registry = registry
+        self.opset = opset
+        self.custom = {k: RuleEntry(1, v, None) for k, v in (custom or {}).items()}
+        self.input_names = input_names
+        self.output_names = output_names
+        self.graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
+        self.g = _builder.RuleContext(self.graph, opset)
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.missing: list[MissingOp] = []
+        self.histogram: dict[str, int] = {}
+        self.folded = 0
+        self.warnings: list[str] = []
+        self._names: set[str] = set()
+        self._source_cache: dict[Any, Source] = {}
+        self._const_values: dict[int, ir.Value] = {}
+
+    # -- entry point ----------------------------------------------------
+    def run(self) -> ir.Model:
+        graph_module = self.ep.graph_module
+        self._bind_inputs(graph_module.graph)
+        for node in graph_module.graph.nodes:
+            if node.op == "call_function":
+                self._call(node)
+            elif node.op == "output":
+                self._bind_outputs(node)
+            elif node.op == "get_attr":
+                self.env[node] = Const(getattr(graph_module, node.target), node.target)
+        if self.missing:
+            raise UnsupportedOperatorError(self.missing, self.opset)
+        for node in self.g.nodes:
+            self.graph.append(node)
+        for domain, version in self.g.domains.items():
+            self.graph.opset_imports.setdefault(domain, version)
+        return ir.Model(self.graph, ir_version=10, producer_name="pt2onnx")
+
+    # -- inputs and outputs -------------------------------------------
+    def _bind_inputs(self, fx_graph: torch.fx.Graph) -> None:
+        specs = {s.arg.name: s for s in self.ep.graph_signature.input_specs if hasattr(s.arg, "name")}
+        user_index = 0
+        for node in fx_graph.nodes:
+            if node.op != "placeholder":
+                continue
+            spec = specs.get(node.name)
+            val = node.meta.get("val")
+            if spec is None or spec.kind == InputKind.USER_INPUT:
+                if not isinstance(val, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                    # Non-tensor user inputs (ints, None, strings) were specialised.
+                    self.env[node] = val
+                    continue
+                name = node.name
+                if self.input_names and user_index < len(self.input_names):
+                    name = self.input_names[user_index]
+                user_index += 1
+                value = ir.Value(name=self._unique(name), type=_type_of(val), shape=_shape_of(val))
+                self.graph.inputs.append(value)
+                self.env[node] = value
+            elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+                tensor = self._lookup_state(spec)
+                name = spec.target or node.name
+                if spec.kind != InputKind.PARAMETER and tensor.numel() <= FOLD_LIMIT:
+                    self.env[node] = Const(tensor, name)
+                else:
+                    self.env[node] = self.g.tensor_initializer(tensor, self._unique(name))
+            elif spec.kind == InputKind.TOKEN:
+                self.env[node] = None
+            else:
+                raise TranslationError(
+                    f"input {node.name} of kind {spec.kind.name} is not supported; "
+                    "script objects cannot be exported to ONNX"
+                )
+
+    def _lookup_state(self, spec: Any) -> torch.Tensor:
+        target = spec.target
+        if target in self.ep.state_dict:
+            return self.ep.state_dict[target]
+        return self.ep.constants[target]
+
+    def _bind_outputs(self, node: torch.fx.Node) -> None:
+        specs = self.ep.graph_signature.output_specs
+        results = node.args[0]
+        user = [r for r, s in zip(results, specs) if s.kind in (OutputKind.USER_OUTPUT,)]
+        dropped = [s for s in specs if s.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)]
+        if dropped:
+            self.warnings.append(
+                f"{len(dropped)} in-place update(s) of buffers or inputs are not part of the "
+                "ONNX graph: " + ", ".join(str(s.target) for s in dropped[:5])
+            )
+        seen: set[int] = set()
+        for i, fx_out in enumerate(user):
+            value = self._value_of(fx_out)
+            if not isinstance(value, ir.Value):
+                if value is None:
+                    continue
+                value = self._as_value(value)
+            wanted = self.output_names[i] if self.output_names and i < len(self.output_names) else None
+            if (
+                id(value) in seen
+                or value.is_graph_input()
+                or value.is_initializer()
+                or value.producer() is None
+            ):
+                value = self.g.op.Identity(value)
+                self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
+                self.graph.append(self.g.nodes.pop())
+                if wanted is None:
+                    wanted = f"output_{i}"
+            seen.add(id(value))
+            if wanted is not None:
+                self._names.discard(value.name or "")
+                value.name = self._unique(wanted)
+            self.graph.outputs.append(value)
+
+    def _value_of(self, arg: Any) -> Any:
+        if isinstance(arg, torch.fx.Node):
+            return self.env[arg]
+        return arg
+
+    # -- nodes ----------------------------------------------------------
+    def _call(self, node: torch.fx.Node) -> None:
+        target = node.target
+        args = [self._arg(a) for a in node.args]
+        kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
+        if self._foldable(target, args, kwargs):
+            result = self._fold(node, args, kwargs)
+            if result is not None:
+                self.env[node] = result
+                self.folded += 1
+                return
+        entry = self.custom.get(target) or self.registry.lookup(target, self.opset)
+        if entry is None:
+            src = _source_of(node, self._source_cache)
+            self.missing.append(MissingOp(op_name(target), src.source, src.module, node.name))
+            self.env[node] = self._placeholder(node)
+            return
+        if isinstance(target, torch._ops.OpOverload):
+            args, kwargs = self._fill_from_schema(target, args, kwargs, entry)
+        args = [self._materialize(a) for a in args]
+        kwargs = {k: self._materialize(v) for k, v in kwargs.items()}
+        self.g.node = node
+        self.g.meta = node.meta.get("val")
+        start = len(self.g.nodes)
+        try:
+            result = entry.fn(self.g, *args, **kwargs)
+        except Exception as exc:
+            if self.missing:
+                self.env[node] = self._placeholder(node)
+                return
+            src = _source_of(node, self._source_cache)
+            where = f"\n  at {src.source}" if src.source else ""
+            module = f"\n  in module '{src.module}' ({src.module_type})" if src.module else ""
+            raise TranslationError(
+                f"the rule {getattr(entry.fn, '__qualname__', entry.fn)} for {op_name(target)} "
+                f"failed on node {node.name}: {type(exc).__name__}: {exc}{where}{module}\n"
+                "Next step: check the rule against the op's schema, or override it with "
+                "custom_translations={op: fn}."
+            ) from exc
+        self._finish(node, result, start)
+
+    def _arg(self, a: Any) -> Any:
+        if isinstance(a, torch.fx.Node):
+            return self.env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self._arg(x) for x in a)
+        return a
+
+    def _fill_from_schema(
+        self, op: torch._ops.OpOverload, args: list[Any], kwargs: dict[str, Any], entry: RuleEntry
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """Positional arguments, then keywords, then defaults, as the schema says."""
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
+        accepted = entry.kwarg_names
+        for i, arg in enumerate(op._schema.arguments):
+            if i < len(args):
+                value = args[i]
+            elif arg.name in kwargs:
+                value = kwargs[arg.name]
+            elif arg.has_default_value():
+                value = arg.default_value
+            else:
+                value = None
+            if arg.kwarg_only:
+                if arg.name in _IGNORED_KWARGS and (accepted is not None and arg.name not in accepted):
+                    continue
+                keywords[arg.name] = value
+            else:
+                positional.append(value)
+        return positional, keywords
+
+    def _materialize(self, a: Any) -> Any:
+        if isinstance(a, Const):
+            return self._as_value(a)
+        if isinstance(a, list) and any(isinstance(x, Const) for x in a):
+            return [self._materialize(x) for x in a]
+        return a
+
+    def _as_value(self, a: Any) -> ir.Value:
+        if isinstance(a, Const):
+            cached = self._const_values.get(id(a))
+            if cached is None:
+                name = self._unique(a.name) if a.name else None
+                cached = self.g.tensor_initializer(a.tensor, name)
+                if name:
+                    self._names.add(cached.name or "")
+                self._const_values[id(a)] = cached
+            return cached
+        if isinstance(a, torch.Tensor):
+            return self._as_value(Const(a))
+        return self.g.const(a)
+
+    def _finish(self, node: torch.fx.Node, result: Any, start: int) -> None:
+        self.env[node] = result
+        val = node.meta.get("val")
+        if isinstance(result, ir.Value):
+            self._name_value(result, node.name, val)
+        elif isinstance(result, (tuple, list)):
+            for i, r in enumerate(result):
+                if isinstance(r, ir.Value):
+                    sub = val[i] if isinstance(val, (tuple, list)) and i < len(val) else None
+                    self._name_value(r, f"{node.name}_{i}" if i else node.name, sub)
+        new_nodes = self.g.nodes[start:]
+        if not new_nodes:
+            return
+        src = _source_of(node, self._source_cache)
+        op = op_name(node.target)
+        props = {"pt2onnx.fx_node": node.name, "pt2onnx.aten": op}
+        if src.source:
+            props["pt2onnx.source"] = src.source
+        if src.module:
+            props["pt2onnx.module"] = src.module
+            props["pt2onnx.module_type"] = src.module_type
+        custom = node.meta.get("custom")
+        if custom and isinstance(custom.get("pt2onnx.annotate"), dict):
+            props.update({k: str(v) for k, v in custom["pt2onnx.annotate"].items()})
+        prefix = f"{src.module}/" if src.module else ""
+        for i, onnx_node in enumerate(new_nodes):
+            onnx_node.metadata_props.update(props)
+            onnx_node.name = f"{prefix}{node.name}" + (f"_{i}" if i else "")
+            self.histogram[onnx_node.op_type] = self.histogram.get(onnx_node.op_type, 0) + 1
+
+    def _name_value(self, value: ir.Value, name: str, val: Any) -> None:
+        producer = value.producer()
+        if producer is None or value.name is not None:
+            return
+        value.name = self._unique(name)
+        self._type_value(value, val)
+
+    def _type_value(self, value: ir.Value, val: Any) -> None:
+        if val is not None:
+            value.type = _type_of(val)
+            value.shape = _shape_of(val)
+
+    def _unique(self, name: str) -> str:
+        base, k = name, 0
+        while name in self._names:
+            k += 1
+            name = f"{base}_{k}"
+        self._names.add(name)
+        return name
+
+    def _placeholder(self, node: torch.fx.Node) -> Any:
+        val = node.meta.get("val")
+        if isinstance(val, (tuple, list)):
+            return tuple(ir.Value(name=f"{node.name}_{i}") for i in range(len(val)))
+        value = ir.Value(name=node.name)
+        self._type_value(value, val)
+        return value
+
+    # -- constant folding ---------------------------------------------------
+    def _foldable(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
+        if isinstance(target, torch._ops.OpOverload):
+            if torch.Tag.nondeterministic_seeded in target.tags or target._schema.is_mutable:
+                return False
+        elif target not in _FOLDABLE_PY:
+            return False
+        return not _contains_value((args, kwargs))
+
+    def _fold(self, node: torch.fx.Node, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        real_args = _unwrap(args)
+        real_kwargs = _unwrap(kwargs)
+        try:
+            with torch.no_grad():
+                out = node.target(*real_args, **real_kwargs)  # type: ignore[operator]
+            return _wrap(out)
+        except Exception:
+            # Not foldable here (too big, or the op needs real inputs): translate it.
+            return None
+
+
+def _contains_value(x: Any) -> bool:
+    if isinstance(x, ir.Value):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_contains_value(v) for v in x)
+    if isinstance(x, dict):
+        return any(_contains_value(v) for v in x.values())
+    return False
+
+
+def _unwrap(x: Any) -> Any:
+    if isinstance(x, Const):
+        return x.tensor
+    if isinstance(x, list):
+        return [_unwrap(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_unwrap(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _unwrap(v) for k, v in x.items()}
+    return x
+
+
+def _wrap(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        if out.numel() > FOLD_LIMIT:
+            raise _TooBig
+        return Const(out)
+    if isinstance(out, (list, tuple)):
+        return type(out)(_wrap(o) for o in out)
+    return out
+
+
+class _TooBig(Exception):
+    pass

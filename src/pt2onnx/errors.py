@@ -1,0 +1,60 @@
+"""Typed errors. Each message names the cause, the place and the next step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ExportError(Exception):
+    """Base class of every error pt2onnx raises on bad input or a failed export."""
+
+
+class InvalidInputError(ExportError, TypeError):
+    """The arguments given to ``export`` are not usable as they are."""
+
+
+class CaptureError(ExportError):
+    """``torch.export`` could not capture the model."""
+
+
+class OpsetError(ExportError, ValueError):
+    """The requested opset is outside the range pt2onnx writes."""
+
+
+class TranslationError(ExportError):
+    """A translation rule failed on a node."""
+
+
+class SaveError(ExportError, OSError):
+    """The model could not be written to the requested path."""
+
+
+@dataclass(frozen=True)
+class MissingOp:
+    op: str
+    source: str
+    module: str
+    node: str
+
+
+class UnsupportedOperatorError(ExportError):
+    """The graph uses ops that have no translation rule. Lists all of them."""
+
+    def __init__(self, missing: list[MissingOp], opset: int) -> None:
+        self.missing = missing
+        self.opset = opset
+        names = sorted({m.op for m in missing})
+        lines = [
+            f"{len(names)} operator(s) have no translation rule at opset {opset}: "
+            + ", ".join(names)
+        ]
+        for m in missing:
+            where = m.source or "<no source line recorded>"
+            module = f" in module '{m.module}'" if m.module else ""
+            lines.append(f"  - {m.op} (node {m.node}){module}\n      at {where}")
+        lines.append(
+            "Next step: register a rule with @pt2onnx.translation(<op>) or pass "
+            "custom_translations={<op>: fn} to pt2onnx.export; see docs/extending.md. "
+            "Run `pt2onnx ops` for the support matrix."
+        )
+        super().__init__("\n".join(lines))

@@ -1,0 +1,26 @@
+"""ONNX passes run after translation. Each pass is one file with its own test.
+
+Rules emit the graph right the first time, so the optimizer is small: dead
+code, common subexpressions and identity removal, all linear in graph size.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+import onnx_ir.passes.common as common
+
+
+def optimize(model: ir.Model) -> ir.Model:
+    """Runs the default pass pipeline in place and returns the model."""
+    passes = ir.passes.Sequential(
+        common.IdentityEliminationPass(),
+        common.CommonSubexpressionEliminationPass(),
+        common.RemoveUnusedNodesPass(),
+        common.RemoveUnusedOpsetsPass(),
+    )
+    return passes(model).model
+
+
+def cleanup(model: ir.Model) -> ir.Model:
+    """What runs even with optimize=False: unused initializers from folding go."""
+    return common.RemoveUnusedNodesPass()(model).model

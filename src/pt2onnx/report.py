@@ -1,0 +1,91 @@
+"""The export report: versions, per-stage timings, ops, fallbacks, verification."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pt2onnx.errors import MissingOp
+
+STAGES = ("capture", "decompose", "translate", "optimize", "save", "verify")
+
+
+def versions() -> dict[str, str]:
+    """The versions of pt2onnx and of everything it runs with."""
+    import importlib.metadata as md
+    import platform
+
+    import torch
+
+    from pt2onnx._version import __version__
+
+    found = {"pt2onnx": __version__, "torch": torch.__version__}
+    for dist in ("onnx", "onnx-ir", "onnxruntime"):
+        try:
+            found[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            found[dist] = "not installed"
+    found["python"] = platform.python_version()
+    return found
+
+
+@dataclass
+class ExportReport:
+    """What happened during one export. ``str(report)`` is the Markdown report."""
+
+    timings: dict[str, float] = field(default_factory=dict)
+    capture_strategy: str = ""
+    fallbacks: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    op_histogram: dict[str, int] = field(default_factory=dict)
+    aten_histogram: dict[str, int] = field(default_factory=dict)
+    unsupported: list[MissingOp] = field(default_factory=list)
+    folded_nodes: int = 0
+    opset: int = 0
+    verification: Any = None
+    fx_nodes: int = 0
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
+    @property
+    def total_time(self) -> float:
+        return sum(self.timings.values())
+
+    def timing_line(self) -> str:
+        parts = [f"{k} {v:.2f}s" for k, v in self.timings.items()]
+        return f"total {self.total_time:.2f}s (" + ", ".join(parts) + ")"
+
+    def to_markdown(self) -> str:
+        lines = ["# pt2onnx export report", "", "## Versions", ""]
+        for name, version in versions().items():
+            lines.append(f"- {name}: {version}")
+        lines += ["", "## Stages", "", "| stage | seconds |", "|---|---|"]
+        for name, seconds in self.timings.items():
+            lines.append(f"| {name} | {seconds:.3f} |")
+        lines.append(f"| **total** | {self.total_time:.3f} |")
+        lines += ["", "## Capture", "", f"- strategy: {self.capture_strategy}"]
+        lines += [f"- fallback: {f}" for f in self.fallbacks]
+        lines += ["", f"- target opset: {self.opset}", f"- FX nodes: {self.fx_nodes}",
+                  f"- folded at export time: {self.folded_nodes}"]
+        if self.warnings:
+            lines += ["", "## Warnings", ""] + [f"- {w}" for w in self.warnings]
+        if self.unsupported:
+            lines += ["", "## Unsupported operators", ""]
+            lines += [f"- `{m.op}` at {m.source} (module `{m.module}`)" for m in self.unsupported]
+        lines += ["", "## ONNX operators", "", "| op | count |", "|---|---|"]
+        for op, n in sorted(self.op_histogram.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"| {op} | {n} |")
+        if self.verification is not None:
+            lines += ["", "## Verification (onnxruntime vs eager)", "", str(self.verification)]
+        return "\n".join(lines) + "\n"
+
+    __str__ = to_markdown

@@ -1,0 +1,61 @@
+"""Graph plumbing: tuple access, symbolic sizes and runtime asserts."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from pt2onnx._builder import RuleContext
+from pt2onnx._registry import translation
+from pt2onnx.rules._common import aten, normalize_dim, rank
+
+
+@translation(operator.getitem)
+def getitem(g: RuleContext, seq: Any, index: int) -> Any:
+    """operator.getitem(seq, index): picks one output of a multi-output op."""
+    return seq[index]
+
+
+@translation(aten.sym_size.int)
+def sym_size(g: RuleContext, x: ir.Value, dim: int) -> ir.Value:
+    """sym_size.int(Tensor self, int dim) -> SymInt"""
+    d = normalize_dim(dim, rank(x))
+    return g.op.Squeeze(g.op.Shape(x, start=d, end=d + 1), g.const([0]))
+
+
+@translation(aten.sym_numel.default)
+def sym_numel(g: RuleContext, x: ir.Value) -> ir.Value:
+    """sym_numel(Tensor self) -> SymInt"""
+    return g.op.Size(x)
+
+
+def _noop(g: RuleContext, *args: Any, **kwargs: Any) -> None:
+    """Runtime checks that torch.export inserts; ONNX has nothing to check them with."""
+    return None
+
+
+for _name in ("_assert_async", "_assert_scalar", "sym_constrain_range",
+              "sym_constrain_range_for_size", "_assert_tensor_metadata"):
+    _packet = getattr(aten, _name, None)
+    if _packet is not None:
+        translation(_packet)(_noop)
+translation(torch._check if hasattr(torch, "_check") else _noop)(_noop)
+
+
+def _sym_binary(onnx_op: str):  # type: ignore[no-untyped-def]
+    def rule(g: RuleContext, a: Any, b: Any) -> ir.Value:
+        dtype = ir.DataType.INT64
+        va = a if isinstance(a, ir.Value) else g.const(a, dtype)
+        vb = b if isinstance(b, ir.Value) else g.const(b, dtype)
+        return getattr(g.op, onnx_op)(va, vb)
+
+    rule.__doc__ = f"SymInt arithmetic as ONNX {onnx_op}"
+    return rule
+
+
+for _fn, _onnx in ((operator.add, "Add"), (operator.sub, "Sub"), (operator.mul, "Mul"),
+                   (operator.floordiv, "Div")):
+    translation(_fn)(_sym_binary(_onnx))

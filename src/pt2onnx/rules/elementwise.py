@@ -1,0 +1,455 @@
+"""Elementwise arithmetic, comparisons, activations and casts."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any
+
+import onnx_ir as ir
+
+from pt2onnx._builder import RuleContext, onnx_dtype
+from pt2onnx._registry import translation
+from pt2onnx.rules._common import aten, is_float, operand, result_dtype
+
+# -- unary -------------------------------------------------------------------
+
+
+def _unary(onnx_op: str, g: RuleContext, x: ir.Value, *_: Any) -> ir.Value:
+    """self -> onnx_op(self), computed in the output dtype (int inputs promote)."""
+    x = g.cast(x, g.dtype) if g.dtype not in (ir.DataType.BOOL,) else x
+    return getattr(g.op, onnx_op)(x)
+
+
+for _op, _onnx in {
+    aten.abs.default: "Abs",
+    aten.neg.default: "Neg",
+    aten.exp.default: "Exp",
+    aten.log.default: "Log",
+    aten.sqrt.default: "Sqrt",
+    aten.sin.default: "Sin",
+    aten.cos.default: "Cos",
+    aten.tan.default: "Tan",
+    aten.asin.default: "Asin",
+    aten.acos.default: "Acos",
+    aten.atan.default: "Atan",
+    aten.sinh.default: "Sinh",
+    aten.cosh.default: "Cosh",
+    aten.tanh.default: "Tanh",
+    aten.asinh.default: "Asinh",
+    aten.acosh.default: "Acosh",
+    aten.atanh.default: "Atanh",
+    aten.sigmoid.default: "Sigmoid",
+    aten.relu.default: "Relu",
+    aten.erf.default: "Erf",
+    aten.reciprocal.default: "Reciprocal",
+    aten.sign.default: "Sign",
+}.items():
+    translation(_op)(partial(_unary, _onnx))
+
+
+def _identity_if_int(onnx_op: str, g: RuleContext, x: ir.Value) -> ir.Value:
+    """floor/ceil/round/trunc are the identity on integers."""
+    if not is_float(x.dtype):
+        return x
+    return getattr(g.op, onnx_op)(x)
+
+
+for _op, _onnx in {aten.floor.default: "Floor", aten.ceil.default: "Ceil",
+                   aten.round.default: "Round"}.items():
+    translation(_op)(partial(_identity_if_int, _onnx))
+
+
+@translation(aten.rsqrt.default)
+def rsqrt(g: RuleContext, x: ir.Value) -> ir.Value:
+    """rsqrt(Tensor self) -> Tensor"""
+    return g.op.Reciprocal(g.op.Sqrt(g.cast(x, g.dtype)))
+
+
+@translation(aten.trunc.default)
+def trunc(g: RuleContext, x: ir.Value) -> ir.Value:
+    """trunc(Tensor self) -> Tensor"""
+    if not is_float(x.dtype):
+        return x
+    return g.op.Mul(g.op.Sign(x), g.op.Floor(g.op.Abs(x)))
+
+
+@translation(aten.expm1.default)
+def expm1(g: RuleContext, x: ir.Value) -> ir.Value:
+    """expm1(Tensor self) -> Tensor"""
+    x = g.cast(x, g.dtype)
+    return g.op.Sub(g.op.Exp(x), g.const(1.0, g.dtype))
+
+
+@translation(aten.log1p.default)
+def log1p(g: RuleContext, x: ir.Value) -> ir.Value:
+    """log1p(Tensor self) -> Tensor"""
+    x = g.cast(x, g.dtype)
+    return g.op.Log(g.op.Add(x, g.const(1.0, g.dtype)))
+
+
+def _log_base(base: float, g: RuleContext, x: ir.Value) -> ir.Value:
+    x = g.cast(x, g.dtype)
+    return g.op.Div(g.op.Log(x), g.const(math.log(base), g.dtype))
+
+
+translation(aten.log2.default)(partial(_log_base, 2.0))
+translation(aten.log10.default)(partial(_log_base, 10.0))
+
+
+@translation(aten.exp2.default)
+def exp2(g: RuleContext, x: ir.Value) -> ir.Value:
+    """exp2(Tensor self) -> Tensor"""
+    return g.op.Pow(g.const(2.0, g.dtype), g.cast(x, g.dtype))
+
+
+@translation([aten.isnan.default])
+def isnan(g: RuleContext, x: ir.Value) -> ir.Value:
+    """isnan(Tensor self) -> Tensor"""
+    if not is_float(x.dtype):
+        return g.op.Cast(g.op.Mul(x, g.const(0, x.dtype)), to=ir.DataType.BOOL)
+    return g.op.IsNaN(x)
+
+
+@translation([aten.logical_not.default, aten.bitwise_not.default])
+def logical_not(g: RuleContext, x: ir.Value) -> ir.Value:
+    """logical_not(Tensor self) -> Tensor"""
+    if g.node is not None and g.node.target is aten.bitwise_not.default and x.dtype != ir.DataType.BOOL:
+        return g.op.BitwiseNot(x)
+    return g.cast(g.op.Not(g.cast(x, ir.DataType.BOOL)), g.dtype)
+
+
+# -- binary ------------------------------------------------------------------
+
+
+def _binary(onnx_op: str, g: RuleContext, a: Any, b: Any, alpha: Any = 1) -> ir.Value:
+    """self op other (* alpha), in the output dtype."""
+    dtype = g.dtype
+    b_val = operand(g, b, dtype)
+    if alpha != 1:
+        b_val = g.op.Mul(b_val, g.const(alpha, dtype))
+    return getattr(g.op, onnx_op)(operand(g, a, dtype), b_val)
+
+
+for _op in (aten.add.Tensor, aten.add.Scalar):
+    translation(_op)(partial(_binary, "Add"))
+for _op in (aten.sub.Tensor, aten.sub.Scalar):
+    translation(_op)(partial(_binary, "Sub"))
+for _op in (aten.mul.Tensor, aten.mul.Scalar):
+    translation(_op)(partial(_binary, "Mul"))
+for _op, _onnx in {aten.maximum.default: "Max", aten.minimum.default: "Min",
+                   aten.fmax.default: "Max", aten.fmin.default: "Min"}.items():
+    translation(_op)(partial(_binary, _onnx))
+
+
+@translation([aten.rsub.Tensor, aten.rsub.Scalar])
+def rsub(g: RuleContext, a: Any, b: Any, alpha: Any = 1) -> ir.Value:
+    """rsub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
+    dtype = g.dtype
+    a_val = operand(g, a, dtype)
+    if alpha != 1:
+        a_val = g.op.Mul(a_val, g.const(alpha, dtype))
+    return g.op.Sub(operand(g, b, dtype), a_val)
+
+
+@translation([aten.div.Tensor, aten.div.Scalar, aten.true_divide.Tensor])
+def div(g: RuleContext, a: Any, b: Any) -> ir.Value:
+    """div.Tensor(Tensor self, Tensor other) -> Tensor"""
+    return g.op.Div(operand(g, a, g.dtype), operand(g, b, g.dtype))
+
+
+@translation([aten.div.Tensor_mode, aten.div.Scalar_mode])
+def div_mode(g: RuleContext, a: Any, b: Any, *, rounding_mode: str | None = None) -> ir.Value:
+    """div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
+    dtype = g.dtype
+    if rounding_mode is None:
+        return g.op.Div(operand(g, a, dtype), operand(g, b, dtype))
+    if is_float(dtype):
+        q = g.op.Div(operand(g, a, dtype), operand(g, b, dtype))
+        return g.op.Floor(q) if rounding_mode == "floor" else _trunc_float(g, q)
+    # Integer division: compute in double, which is exact for |x| < 2**53.
+    fa = operand(g, a, ir.DataType.DOUBLE)
+    fb = operand(g, b, ir.DataType.DOUBLE)
+    q = g.op.Div(fa, fb)
+    q = g.op.Floor(q) if rounding_mode == "floor" else _trunc_float(g, q)
+    return g.op.Cast(q, to=dtype)
+
+
+def _trunc_float(g: RuleContext, q: ir.Value) -> ir.Value:
+    return g.op.Mul(g.op.Sign(q), g.op.Floor(g.op.Abs(q)))
+
+
+@translation([aten.floor_divide.default, aten.floor_divide.Scalar])
+def floor_divide(g: RuleContext, a: Any, b: Any) -> ir.Value:
+    """floor_divide(Tensor self, Tensor other) -> Tensor"""
+    return div_mode(g, a, b, rounding_mode="floor")
+
+
+@translation([aten.remainder.Tensor, aten.remainder.Scalar])
+def remainder(g: RuleContext, a: Any, b: Any) -> ir.Value:
+    """remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
+    dtype = g.dtype
+    a_val, b_val = operand(g, a, dtype), operand(g, b, dtype)
+    if not is_float(dtype):
+        return g.op.Mod(a_val, b_val, fmod=0)
+    return g.op.Sub(a_val, g.op.Mul(g.op.Floor(g.op.Div(a_val, b_val)), b_val))
+
+
+@translation([aten.fmod.Tensor, aten.fmod.Scalar])
+def fmod(g: RuleContext, a: Any, b: Any) -> ir.Value:
+    """fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
+    dtype = g.dtype
+    return g.op.Mod(operand(g, a, dtype), operand(g, b, dtype), fmod=1)
+
+
+@translation([aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar])
+def pow_(g: RuleContext, a: Any, b: Any) -> ir.Value:
+    """pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor"""
+    dtype = g.dtype
+    if isinstance(b, (int, float)) and not isinstance(b, bool) and is_float(dtype):
+        x = operand(g, a, dtype)
+        if b == 2:
+            return g.op.Mul(x, x)
+        if b == 1:
+            return x
+        if b == 0.5:
+            return g.op.Sqrt(x)
+    if not is_float(dtype):
+        # onnxruntime's Pow has no integer base kernel for every type: compute in double.
+        base = operand(g, a, ir.DataType.DOUBLE)
+        return g.op.Cast(g.op.Pow(base, operand(g, b, ir.DataType.DOUBLE)), to=dtype)
+    return g.op.Pow(operand(g, a, dtype), operand(g, b, dtype))
+
+
+@translation(aten.atan2.default)
+def atan2(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
+    """atan2(Tensor self, Tensor other) -> Tensor"""
+    dtype = g.dtype
+    y, x = operand(g, a, dtype), operand(g, b, dtype)
+    base = g.op.Atan(g.op.Div(y, x))
+    zero = g.const(0.0, dtype)
+    pi = g.const(math.pi, dtype)
+    # Quadrant fix-ups: x < 0 adds +-pi depending on the sign of y.
+    shift = g.op.Where(g.op.Less(x, zero), g.op.Where(g.op.Less(y, zero), g.op.Neg(pi), pi), zero)
+    return g.op.Add(base, shift)
+
+
+def _logical(onnx_op: str, g: RuleContext, a: Any, b: Any) -> ir.Value:
+    out = getattr(g.op, onnx_op)(operand(g, a, ir.DataType.BOOL), operand(g, b, ir.DataType.BOOL))
+    return g.cast(out, g.dtype)
+
+
+for _op, _onnx in {aten.logical_and.default: "And", aten.logical_or.default: "Or",
+                   aten.logical_xor.default: "Xor"}.items():
+    translation(_op)(partial(_logical, _onnx))
+
+
+def _bitwise(bool_op: str, int_op: str, g: RuleContext, a: Any, b: Any) -> ir.Value:
+    if g.dtype == ir.DataType.BOOL:
+        return _logical(bool_op, g, a, b)
+    return getattr(g.op, int_op)(operand(g, a, g.dtype), operand(g, b, g.dtype))
+
+
+for _ops, _b, _i in (
+    ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), "And", "BitwiseAnd"),
+    ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), "Or", "BitwiseOr"),
+    ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar), "Xor", "BitwiseXor"),
+):
+    translation(list(_ops))(partial(_bitwise, _b, _i))
+
+
+# -- comparisons ---------------------------------------------------------------
+
+
+def _compare(onnx_op: str, negate: bool, g: RuleContext, a: Any, b: Any) -> ir.Value:
+    dtype = result_dtype(a, b)
+    out = getattr(g.op, onnx_op)(operand(g, a, dtype), operand(g, b, dtype))
+    return g.op.Not(out) if negate else out
+
+
+for _name, _onnx, _neg in (
+    ("eq", "Equal", False), ("ne", "Equal", True), ("lt", "Less", False),
+    ("le", "LessOrEqual", False), ("gt", "Greater", False), ("ge", "GreaterOrEqual", False),
+):
+    _packet = getattr(aten, _name)
+    translation([_packet.Tensor, _packet.Scalar])(partial(_compare, _onnx, _neg))
+
+
+# -- selection -------------------------------------------------------------------
+
+
+@translation(aten.where.self)
+def where(g: RuleContext, cond: ir.Value, a: Any, b: Any) -> ir.Value:
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
+    return g.op.Where(g.cast(cond, ir.DataType.BOOL), operand(g, a, g.dtype), operand(g, b, g.dtype))
+
+
+@translation([aten.masked_fill.Scalar, aten.masked_fill.Tensor])
+def masked_fill(g: RuleContext, x: ir.Value, mask: ir.Value, value: Any) -> ir.Value:
+    """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
+    return g.op.Where(g.cast(mask, ir.DataType.BOOL), operand(g, value, g.dtype), x)
+
+
+@translation([aten.clamp.default, aten.clamp.Tensor, aten.clip.default])
+def clamp(g: RuleContext, x: ir.Value, min: Any = None, max: Any = None) -> ir.Value:
+    """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
+    dtype = g.dtype
+    x = g.cast(x, dtype)
+    scalar = all(v is None or isinstance(v, (int, float)) for v in (min, max))
+    if scalar and dtype not in (ir.DataType.BOOL,):
+        lo = g.const(min, dtype) if min is not None else None
+        hi = g.const(max, dtype) if max is not None else None
+        return g.op.Clip(x, lo, hi)
+    if min is not None:
+        x = g.op.Max(x, operand(g, min, dtype))
+    if max is not None:
+        x = g.op.Min(x, operand(g, max, dtype))
+    return x
+
+
+@translation([aten.clamp_min.default, aten.clamp_min.Tensor])
+def clamp_min(g: RuleContext, x: ir.Value, min: Any) -> ir.Value:
+    """clamp_min(Tensor self, Scalar min) -> Tensor"""
+    return clamp(g, x, min, None)
+
+
+@translation([aten.clamp_max.default, aten.clamp_max.Tensor])
+def clamp_max(g: RuleContext, x: ir.Value, max: Any) -> ir.Value:
+    """clamp_max(Tensor self, Scalar max) -> Tensor"""
+    return clamp(g, x, None, max)
+
+
+# -- activations -------------------------------------------------------------------
+
+
+@translation(aten.hardtanh.default)
+def hardtanh(g: RuleContext, x: ir.Value, min_val: float = -1.0, max_val: float = 1.0) -> ir.Value:
+    """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
+    return g.op.Clip(x, g.const(min_val, g.dtype), g.const(max_val, g.dtype))
+
+
+@translation(aten.leaky_relu.default)
+def leaky_relu(g: RuleContext, x: ir.Value, negative_slope: float = 0.01) -> ir.Value:
+    """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
+    return g.op.LeakyRelu(x, alpha=float(negative_slope))
+
+
+@translation(aten.elu.default)
+def elu(g: RuleContext, x: ir.Value, alpha: float = 1.0, scale: float = 1.0,
+        input_scale: float = 1.0) -> ir.Value:
+    """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
+    if scale == 1.0 and input_scale == 1.0:
+        return g.op.Elu(x, alpha=float(alpha))
+    dtype = g.dtype
+    neg = g.op.Mul(g.const(alpha, dtype),
+                   g.op.Sub(g.op.Exp(g.op.Mul(x, g.const(input_scale, dtype))), g.const(1.0, dtype)))
+    out = g.op.Where(g.op.Greater(x, g.const(0.0, dtype)), x, neg)
+    return g.op.Mul(out, g.const(scale, dtype))
+
+
+@translation(aten.selu.default)
+def selu(g: RuleContext, x: ir.Value) -> ir.Value:
+    """selu(Tensor self) -> Tensor"""
+    return g.op.Selu(x)
+
+
+@translation(aten.celu.default)
+def celu(g: RuleContext, x: ir.Value, alpha: float = 1.0) -> ir.Value:
+    """celu(Tensor self, Scalar alpha=1.0) -> Tensor"""
+    if g.dtype != ir.DataType.FLOAT:
+        return elu(g, x, alpha, 1.0, 1.0 / alpha)
+    return g.op.Celu(x, alpha=float(alpha))
+
+
+@translation(aten.gelu.default)
+def gelu(g: RuleContext, x: ir.Value, *, approximate: str = "none") -> ir.Value:
+    """gelu(Tensor self, *, str approximate='none') -> Tensor"""
+    dtype = g.dtype
+    half = g.const(0.5, dtype)
+    if approximate == "tanh":
+        inner = g.op.Mul(
+            g.const(math.sqrt(2.0 / math.pi), dtype),
+            g.op.Add(x, g.op.Mul(g.const(0.044715, dtype), g.op.Mul(x, g.op.Mul(x, x)))),
+        )
+        return g.op.Mul(g.op.Mul(half, x), g.op.Add(g.const(1.0, dtype), g.op.Tanh(inner)))
+    erf = g.op.Erf(g.op.Mul(x, g.const(1.0 / math.sqrt(2.0), dtype)))
+    return g.op.Mul(g.op.Mul(half, x), g.op.Add(g.const(1.0, dtype), erf))
+
+
+@translation(aten.gelu.default, since=20)
+def gelu20(g: RuleContext, x: ir.Value, *, approximate: str = "none") -> ir.Value:
+    """gelu(Tensor self, *, str approximate='none') -> Tensor"""
+    return g.op.Gelu(x, approximate=approximate)
+
+
+@translation(aten.silu.default)
+def silu(g: RuleContext, x: ir.Value) -> ir.Value:
+    """silu(Tensor self) -> Tensor"""
+    return g.op.Mul(x, g.op.Sigmoid(x))
+
+
+@translation(aten.hardswish.default)
+def hardswish(g: RuleContext, x: ir.Value) -> ir.Value:
+    """hardswish(Tensor self) -> Tensor"""
+    return g.op.HardSwish(x)
+
+
+@translation(aten.hardsigmoid.default)
+def hardsigmoid(g: RuleContext, x: ir.Value) -> ir.Value:
+    """hardsigmoid(Tensor self) -> Tensor"""
+    return g.op.HardSigmoid(x, alpha=1.0 / 6.0, beta=0.5)
+
+
+@translation(aten.mish.default)
+def mish(g: RuleContext, x: ir.Value) -> ir.Value:
+    """mish(Tensor self) -> Tensor"""
+    return g.op.Mish(x)
+
+
+@translation(aten.softplus.default)
+def softplus(g: RuleContext, x: ir.Value, beta: float = 1.0, threshold: float = 20.0) -> ir.Value:
+    """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
+    dtype = g.dtype
+    scaled = g.op.Mul(x, g.const(beta, dtype)) if beta != 1 else x
+    soft = g.op.Softplus(scaled)
+    if beta != 1:
+        soft = g.op.Div(soft, g.const(beta, dtype))
+    return g.op.Where(g.op.Greater(scaled, g.const(threshold, dtype)), x, soft)
+
+
+@translation(aten.prelu.default)
+def prelu(g: RuleContext, x: ir.Value, weight: ir.Value) -> ir.Value:
+    """prelu(Tensor self, Tensor weight) -> Tensor"""
+    r = len(x.shape) if x.shape is not None else 0
+    if r >= 2 and weight.shape is not None and len(weight.shape) == 1:
+        weight = g.op.Reshape(weight, g.const([-1] + [1] * (r - 2)))
+    return g.op.PRelu(x, weight)
+
+
+@translation(aten.threshold.default)
+def threshold(g: RuleContext, x: ir.Value, threshold: Any, value: Any) -> ir.Value:
+    """threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
+    dtype = g.dtype
+    return g.op.Where(g.op.Greater(x, g.const(threshold, dtype)), x, g.const(value, dtype))
+
+
+# -- casts and copies -------------------------------------------------------------
+
+
+@translation([aten._to_copy.default, aten.to.dtype])
+def to_copy(g: RuleContext, x: ir.Value, *args: Any, **kwargs: Any) -> ir.Value:
+    """_to_copy(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
+    return g.cast(x, g.dtype)
+
+
+@translation([aten.clone.default, aten.alias.default, aten.detach.default,
+              aten.lift_fresh_copy.default, aten.contiguous.default])
+def identity(g: RuleContext, x: ir.Value, *args: Any, **kwargs: Any) -> ir.Value:
+    """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
+    return x
+
+
+@translation(aten.type_as.default)
+def type_as(g: RuleContext, x: ir.Value, other: ir.Value) -> ir.Value:
+    """type_as(Tensor self, Tensor other) -> Tensor"""
+    return g.cast(x, onnx_dtype(g.meta.dtype))

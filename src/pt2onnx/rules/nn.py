@@ -1,0 +1,212 @@
+"""Convolution, pooling, resampling and friends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+
+from pt2onnx._builder import RuleContext
+from pt2onnx._registry import translation
+from pt2onnx.rules._common import aten, rank
+
+
+def _expand_param(value: Any, n: int) -> list[int]:
+    if isinstance(value, int):
+        return [value] * n
+    value = list(value)
+    return value * n if len(value) == 1 else value
+
+
+@translation(aten.convolution.default)
+def convolution(g: RuleContext, x: ir.Value, weight: ir.Value, bias: ir.Value | None,
+                stride: list[int], padding: list[int], dilation: list[int], transposed: bool,
+                output_padding: list[int], groups: int) -> ir.Value:
+    """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor"""
+    n = rank(weight) - 2
+    pads = _expand_param(padding, n)
+    attrs: dict[str, Any] = {
+        "strides": _expand_param(stride, n),
+        "pads": pads + pads,
+        "dilations": _expand_param(dilation, n),
+        "group": int(groups),
+        "kernel_shape": [int(d) for d in weight.shape[2:]],  # type: ignore[index]
+    }
+    if transposed:
+        out_pad = _expand_param(output_padding, n)
+        if any(out_pad):
+            attrs["output_padding"] = out_pad
+        return g.op.ConvTranspose(x, weight, bias, **attrs)
+    return g.op.Conv(x, weight, bias, **attrs)
+
+
+def _pool_attrs(n: int, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool) -> dict[str, Any]:
+    kernel = _expand_param(kernel_size, n)
+    strides = _expand_param(stride, n) if stride else kernel
+    pads = _expand_param(padding, n)
+    return {"kernel_shape": kernel, "strides": strides, "pads": pads + pads,
+            "ceil_mode": int(bool(ceil_mode))}
+
+
+def _max_pool(n: int, g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any = (),
+              padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False) -> Any:
+    attrs = _pool_attrs(n, kernel_size, stride, padding, ceil_mode)
+    attrs["dilations"] = _expand_param(dilation, n)
+    if not g.output_used(1):
+        return g.op.MaxPool(x, **attrs), None
+    out, flat = g.op.MaxPool(x, **attrs, _outputs=2)
+    # ONNX indices count over the whole tensor; torch counts within each plane.
+    spatial = g.op.Slice(g.op.Shape(x), g.const([2]), g.const([2 + n]))
+    plane = g.op.ReduceProd(spatial, keepdims=1) if g.opset >= 18 else g.op.ReduceProd(
+        spatial, keepdims=1, axes=[0])
+    return out, g.op.Mod(flat, plane)
+
+
+@translation(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any = (),
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False) -> Any:
+    """max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    return _max_pool(2, g, x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@translation(aten.max_pool3d_with_indices.default)
+def max_pool3d_with_indices(g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any = (),
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False) -> Any:
+    """max_pool3d_with_indices(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)"""
+    return _max_pool(3, g, x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def _avg_pool(n: int, g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any = (),
+              padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+              divisor_override: Any = None) -> ir.Value:
+    if divisor_override is not None:
+        raise NotImplementedError("avg_pool with divisor_override")
+    attrs = _pool_attrs(n, kernel_size, stride, padding, ceil_mode)
+    return g.op.AveragePool(x, count_include_pad=int(bool(count_include_pad)), **attrs)
+
+
+@translation(aten.avg_pool2d.default)
+def avg_pool2d(g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any = (), padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: Any = None) -> ir.Value:
+    """avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    return _avg_pool(2, g, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+@translation(aten.avg_pool1d.default)
+def avg_pool1d(g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any = (), padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True) -> ir.Value:
+    """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0, bool ceil_mode=False, bool count_include_pad=True) -> Tensor"""
+    return _avg_pool(1, g, x, kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+@translation(aten.avg_pool3d.default)
+def avg_pool3d(g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any = (), padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: Any = None) -> ir.Value:
+    """avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor"""
+    return _avg_pool(3, g, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+def _adaptive(onnx_global: str, onnx_pool: str, n: int, g: RuleContext, x: ir.Value,
+              output_size: Any) -> ir.Value:
+    out = _expand_param(output_size, n)
+    in_shape = list(x.shape)[-n:]  # type: ignore[index]
+    if all(o == 1 for o in out):
+        return getattr(g.op, onnx_global)(x)
+    if all(isinstance(i, int) and i % o == 0 for i, o in zip(in_shape, out)):
+        k = [i // o for i, o in zip(in_shape, out)]
+        return getattr(g.op, onnx_pool)(x, kernel_shape=k, strides=k)
+    raise NotImplementedError(
+        f"adaptive pooling from {in_shape} to {out}: the input size is not a multiple of the output"
+    )
+
+
+@translation(aten._adaptive_avg_pool2d.default)
+def adaptive_avg_pool2d(g: RuleContext, x: ir.Value, output_size: Any) -> ir.Value:
+    """_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
+    return _adaptive("GlobalAveragePool", "AveragePool", 2, g, x, output_size)
+
+
+@translation(aten._adaptive_avg_pool3d.default)
+def adaptive_avg_pool3d(g: RuleContext, x: ir.Value, output_size: Any) -> ir.Value:
+    """_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
+    return _adaptive("GlobalAveragePool", "AveragePool", 3, g, x, output_size)
+
+
+@translation(aten._adaptive_avg_pool1d.default if hasattr(aten, "_adaptive_avg_pool1d")
+             else aten.adaptive_avg_pool1d.default)
+def adaptive_avg_pool1d(g: RuleContext, x: ir.Value, output_size: Any) -> ir.Value:
+    """adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor"""
+    return _adaptive("GlobalAveragePool", "AveragePool", 1, g, x, output_size)
+
+
+# -- resampling ---------------------------------------------------------------
+
+
+def _resize(g: RuleContext, x: ir.Value, mode: str, align_corners: bool | None,
+            scale_factors: Any, n: int) -> ir.Value:
+    attrs: dict[str, Any] = {"mode": mode}
+    if mode == "nearest":
+        attrs["coordinate_transformation_mode"] = "asymmetric"
+        attrs["nearest_mode"] = "floor"
+    elif align_corners:
+        attrs["coordinate_transformation_mode"] = "align_corners"
+    else:
+        attrs["coordinate_transformation_mode"] = "pytorch_half_pixel"
+    if mode == "cubic":
+        attrs["cubic_coeff_a"] = -0.75
+    static = g.static_shape()
+    if scale_factors is not None and not align_corners:
+        scales = [1.0, 1.0] + [float(s) for s in _expand_param(scale_factors, n)]
+        return g.op.Resize(x, None, g.const(scales, ir.DataType.FLOAT), **attrs)
+    if static is not None:
+        return g.op.Resize(x, None, None, g.const(list(static)), **attrs)
+    raise NotImplementedError("resize to a dynamic output size")
+
+
+def _upsample(mode: str, n: int, align: bool):  # type: ignore[no-untyped-def]
+    if align:
+        def rule(g: RuleContext, x: ir.Value, output_size: Any, align_corners: bool,
+                 scale_factors: Any) -> ir.Value:
+            return _resize(g, x, mode, align_corners, scale_factors, n)
+    else:
+        def rule(g: RuleContext, x: ir.Value, output_size: Any,  # type: ignore[misc]
+                 scale_factors: Any) -> ir.Value:
+            return _resize(g, x, mode, None, scale_factors, n)
+    rule.__doc__ = f"upsample ({mode}, {n}-d, vec overload)"
+    return rule
+
+
+for _op, _mode, _n, _align in (
+    (aten.upsample_nearest1d.vec, "nearest", 1, False),
+    (aten.upsample_nearest2d.vec, "nearest", 2, False),
+    (aten.upsample_nearest3d.vec, "nearest", 3, False),
+    (aten.upsample_linear1d.vec, "linear", 1, True),
+    (aten.upsample_bilinear2d.vec, "linear", 2, True),
+    (aten.upsample_trilinear3d.vec, "linear", 3, True),
+    (aten.upsample_bicubic2d.vec, "cubic", 2, True),
+):
+    translation(_op)(_upsample(_mode, _n, _align))
+
+
+@translation(aten.pixel_shuffle.default)
+def pixel_shuffle(g: RuleContext, x: ir.Value, upscale_factor: int) -> ir.Value:
+    """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
+    if rank(x) == 4:
+        return g.op.DepthToSpace(x, blocksize=int(upscale_factor), mode="CRD")
+    raise NotImplementedError("pixel_shuffle on a tensor that is not 4-D")
+
+
+@translation(aten.pixel_unshuffle.default)
+def pixel_unshuffle(g: RuleContext, x: ir.Value, downscale_factor: int) -> ir.Value:
+    """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
+    if rank(x) != 4:
+        raise NotImplementedError("pixel_unshuffle on a tensor that is not 4-D")
+    n, c, h, w = x.shape  # type: ignore[misc]
+    r = int(downscale_factor)
+    y = g.op.Reshape(x, g.const([n, c, h // r, r, w // r, r]))
+    y = g.op.Transpose(y, perm=[0, 1, 3, 5, 2, 4])
+    return g.op.Reshape(y, g.const([n, c * r * r, h // r, w // r]))

@@ -1,0 +1,217 @@
+"""Normalization: batch, layer, group, instance and RMS norm."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from pt2onnx._builder import RuleContext, torch_dtype
+from pt2onnx._registry import translation
+from pt2onnx.rules._common import aten, axes, rank
+
+
+def _ones(g: RuleContext, n: int, dtype: ir.DataType) -> ir.Value:
+    return g.const(torch.ones(n, dtype=torch_dtype(dtype)))
+
+
+def _zeros(g: RuleContext, n: int, dtype: ir.DataType) -> ir.Value:
+    return g.const(torch.zeros(n, dtype=torch_dtype(dtype)))
+
+
+def _channels(x: ir.Value) -> int:
+    return int(x.shape[1])  # type: ignore[index]
+
+
+@translation(aten._native_batch_norm_legit_no_training.default)
+def batch_norm_inference(g: RuleContext, x: ir.Value, weight: ir.Value | None,
+                         bias: ir.Value | None, running_mean: ir.Value, running_var: ir.Value,
+                         momentum: float, eps: float) -> tuple[Any, ...]:
+    """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    c = _channels(x)
+    dtype = x.dtype
+    assert dtype is not None
+    weight = weight if weight is not None else _ones(g, c, dtype)
+    bias = bias if bias is not None else _zeros(g, c, dtype)
+    out = g.op.BatchNormalization(x, weight, bias, running_mean, running_var, epsilon=float(eps))
+    return out, None, None
+
+
+@translation(aten.native_batch_norm.default)
+def native_batch_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None,
+                      bias: ir.Value | None, running_mean: ir.Value | None,
+                      running_var: ir.Value | None, training: bool, momentum: float,
+                      eps: float) -> tuple[Any, ...]:
+    """native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    if not training and running_mean is not None and running_var is not None:
+        return batch_norm_inference(g, x, weight, bias, running_mean, running_var, momentum, eps)
+    return _batch_norm_batch_stats(g, x, weight, bias, eps)
+
+
+@translation(aten._native_batch_norm_legit.no_stats)
+def batch_norm_no_stats(g: RuleContext, x: ir.Value, weight: ir.Value | None,
+                        bias: ir.Value | None, training: bool, momentum: float,
+                        eps: float) -> tuple[Any, ...]:
+    """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    return _batch_norm_batch_stats(g, x, weight, bias, eps)
+
+
+@translation(aten._native_batch_norm_legit.default)
+def batch_norm_legit(g: RuleContext, x: ir.Value, weight: ir.Value | None, bias: ir.Value | None,
+                     running_mean: ir.Value, running_var: ir.Value, training: bool,
+                     momentum: float, eps: float) -> tuple[Any, ...]:
+    """_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
+    if not training:
+        return batch_norm_inference(g, x, weight, bias, running_mean, running_var, momentum, eps)
+    return _batch_norm_batch_stats(g, x, weight, bias, eps)
+
+
+def _batch_norm_batch_stats(g: RuleContext, x: ir.Value, weight: ir.Value | None,
+                            bias: ir.Value | None, eps: float) -> tuple[Any, ...]:
+    """Training-mode batch norm: normalise with the statistics of this batch."""
+    r = rank(x)
+    dtype = x.dtype
+    assert dtype is not None
+    red = [0, *range(2, r)]
+    mean = _reduce_mean(g, x, red)
+    centered = g.op.Sub(x, mean)
+    var = _reduce_mean(g, g.op.Mul(centered, centered), red)
+    invstd = g.op.Reciprocal(g.op.Sqrt(g.op.Add(var, g.const(eps, dtype))))
+    out = g.op.Mul(centered, invstd)
+    bshape = g.const([-1] + [1] * (r - 2))
+    if weight is not None:
+        out = g.op.Mul(out, g.op.Reshape(weight, bshape))
+    if bias is not None:
+        out = g.op.Add(out, g.op.Reshape(bias, bshape))
+    squeeze = axes(g, red)
+    return out, g.op.Squeeze(mean, squeeze), g.op.Squeeze(invstd, squeeze)
+
+
+def _reduce_mean(g: RuleContext, x: ir.Value, dims: list[int], keepdims: int = 1) -> ir.Value:
+    if g.opset >= 18:
+        return g.op.ReduceMean(x, axes(g, dims), keepdims=keepdims)
+    return g.op.ReduceMean(x, axes=dims, keepdims=keepdims)
+
+
+@translation(aten.layer_norm.default)
+def layer_norm(g: RuleContext, x: ir.Value, normalized_shape: list[int],
+               weight: ir.Value | None = None, bias: ir.Value | None = None, eps: float = 1e-5,
+               cudnn_enable: bool = True) -> ir.Value:
+    """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor"""
+    return native_layer_norm(g, x, normalized_shape, weight, bias, eps)[0]
+
+
+@translation(aten.native_layer_norm.default)
+def native_layer_norm(g: RuleContext, x: ir.Value, normalized_shape: list[int],
+                      weight: ir.Value | None, bias: ir.Value | None,
+                      eps: float) -> tuple[Any, ...]:
+    """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)"""
+    dtype = x.dtype
+    assert dtype is not None
+    if weight is None:
+        weight = g.const(torch.ones(list(normalized_shape), dtype=torch_dtype(dtype)))
+    axis = -len(normalized_shape)
+    want_stats = g.node is not None and g.node.target is aten.native_layer_norm.default and (
+        g.output_used(1) or g.output_used(2))
+    if want_stats:
+        y, mean, invstd = g.op.LayerNormalization(x, weight, bias, axis=axis, epsilon=float(eps),
+                                                  _outputs=3)
+        return y, mean, invstd
+    return g.op.LayerNormalization(x, weight, bias, axis=axis, epsilon=float(eps)), None, None
+
+
+def _group_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None, bias: ir.Value | None,
+                groups: int, eps: float) -> ir.Value:
+    dtype = x.dtype
+    assert dtype is not None
+    r = rank(x)
+    # Normalise each (sample, group) with InstanceNormalization over a (N, G, -1) view.
+    grouped = g.op.Reshape(x, g.const([0, int(groups), -1]))
+    normed = g.op.InstanceNormalization(
+        grouped, _ones(g, groups, dtype), _zeros(g, groups, dtype), epsilon=float(eps)
+    )
+    out = g.op.Reshape(normed, g.op.Shape(x))
+    bshape = g.const([-1] + [1] * (r - 2))
+    if weight is not None:
+        out = g.op.Mul(out, g.op.Reshape(weight, bshape))
+    if bias is not None:
+        out = g.op.Add(out, g.op.Reshape(bias, bshape))
+    return out
+
+
+@translation(aten.group_norm.default)
+def group_norm(g: RuleContext, x: ir.Value, num_groups: int, weight: ir.Value | None = None,
+               bias: ir.Value | None = None, eps: float = 1e-5,
+               cudnn_enabled: bool = True) -> ir.Value:
+    """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enabled=True) -> Tensor"""
+    return _group_norm(g, x, weight, bias, num_groups, eps)
+
+
+@translation(aten.group_norm.default, since=21)
+def group_norm21(g: RuleContext, x: ir.Value, num_groups: int, weight: ir.Value | None = None,
+                 bias: ir.Value | None = None, eps: float = 1e-5,
+                 cudnn_enabled: bool = True) -> ir.Value:
+    """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enabled=True) -> Tensor"""
+    dtype = x.dtype
+    assert dtype is not None
+    c = _channels(x)
+    weight = weight if weight is not None else _ones(g, c, dtype)
+    bias = bias if bias is not None else _zeros(g, c, dtype)
+    return g.op.GroupNormalization(x, weight, bias, num_groups=int(num_groups), epsilon=float(eps))
+
+
+@translation(aten.native_group_norm.default)
+def native_group_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None,
+                      bias: ir.Value | None, n: Any, c: Any, hxw: Any, group: int,
+                      eps: float) -> tuple[Any, ...]:
+    """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
+    if g.output_used(1) or g.output_used(2):
+        raise NotImplementedError("native_group_norm statistics outputs")
+    return _group_norm(g, x, weight, bias, group, eps), None, None
+
+
+@translation(aten.instance_norm.default)
+def instance_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None, bias: ir.Value | None,
+                  running_mean: ir.Value | None, running_var: ir.Value | None,
+                  use_input_stats: bool, momentum: float, eps: float,
+                  cudnn_enabled: bool) -> ir.Value:
+    """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool use_input_stats, float momentum, float eps, bool cudnn_enabled) -> Tensor"""
+    dtype = x.dtype
+    assert dtype is not None
+    c = _channels(x)
+    if not use_input_stats and running_mean is not None and running_var is not None:
+        w = weight if weight is not None else _ones(g, c, dtype)
+        b = bias if bias is not None else _zeros(g, c, dtype)
+        return g.op.BatchNormalization(x, w, b, running_mean, running_var, epsilon=float(eps))
+    w = weight if weight is not None else _ones(g, c, dtype)
+    b = bias if bias is not None else _zeros(g, c, dtype)
+    return g.op.InstanceNormalization(x, w, b, epsilon=float(eps))
+
+
+def _rms_eps(eps: float | None, dtype: ir.DataType) -> float:
+    return float(eps) if eps is not None else float(torch.finfo(torch_dtype(dtype)).eps)
+
+
+@translation(aten.rms_norm.default)
+def rms_norm(g: RuleContext, x: ir.Value, normalized_shape: list[int],
+             weight: ir.Value | None = None, eps: float | None = None) -> ir.Value:
+    """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor"""
+    dtype = x.dtype
+    assert dtype is not None
+    dims = list(range(-len(normalized_shape), 0))
+    ms = _reduce_mean(g, g.op.Mul(x, x), dims)
+    out = g.op.Mul(x, g.op.Reciprocal(g.op.Sqrt(g.op.Add(ms, g.const(_rms_eps(eps, dtype), dtype)))))
+    return g.op.Mul(out, weight) if weight is not None else out
+
+
+@translation(aten.rms_norm.default, since=23)
+def rms_norm23(g: RuleContext, x: ir.Value, normalized_shape: list[int],
+               weight: ir.Value | None = None, eps: float | None = None) -> ir.Value:
+    """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor"""
+    dtype = x.dtype
+    assert dtype is not None
+    if weight is None:
+        weight = g.const(torch.ones(list(normalized_shape), dtype=torch_dtype(dtype)))
+    return g.op.RMSNormalization(x, weight, axis=-len(normalized_shape),
+                                 epsilon=_rms_eps(eps, dtype))

@@ -1,0 +1,195 @@
+"""Reductions, softmax and scans."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import onnx_ir as ir
+
+from pt2onnx._builder import RuleContext
+from pt2onnx._registry import translation
+from pt2onnx.rules._common import aten, axes, is_float, normalize_dim, rank
+
+
+def reduce(g: RuleContext, onnx_op: str, x: ir.Value, dims: Any, keepdim: bool) -> ir.Value:
+    """One reduction over ``dims`` (None or [] means all), for any opset."""
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        dims = list(range(rank(x)))
+    if isinstance(dims, int):
+        dims = [dims]
+    if rank(x) == 0:
+        return x
+    dims = [normalize_dim(d, rank(x)) for d in dims]
+    fn = getattr(g.op, onnx_op)
+    if onnx_op == "ReduceSum" or g.opset >= 18:
+        return fn(x, axes(g, dims), keepdims=int(bool(keepdim)))
+    return fn(x, axes=dims, keepdims=int(bool(keepdim)))
+
+
+def _acc_input(g: RuleContext, x: ir.Value, dtype: Any) -> ir.Value:
+    target = g.dtype if dtype is None else g.dtype
+    return g.cast(x, target)
+
+
+def _sum_like(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None, keepdim: bool = False,
+              *, dtype: Any = None) -> ir.Value:
+    return reduce(g, onnx_op, _acc_input(g, x, dtype), dim, keepdim)
+
+
+translation([aten.sum.dim_IntList])(partial(_sum_like, "ReduceSum"))
+translation([aten.mean.dim])(partial(_sum_like, "ReduceMean"))
+
+
+@translation(aten.sum.default)
+def sum_all(g: RuleContext, x: ir.Value, *, dtype: Any = None) -> ir.Value:
+    """sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
+    return _sum_like("ReduceSum", g, x, None, False)
+
+
+@translation(aten.mean.default)
+def mean_all(g: RuleContext, x: ir.Value, *, dtype: Any = None) -> ir.Value:
+    """mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
+    return _sum_like("ReduceMean", g, x, None, False)
+
+
+@translation(aten.prod.dim_int)
+def prod_dim(g: RuleContext, x: ir.Value, dim: int, keepdim: bool = False,
+             *, dtype: Any = None) -> ir.Value:
+    """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    return _sum_like("ReduceProd", g, x, [dim], keepdim)
+
+
+@translation(aten.prod.default)
+def prod_all(g: RuleContext, x: ir.Value, *, dtype: Any = None) -> ir.Value:
+    """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
+    return _sum_like("ReduceProd", g, x, None, False)
+
+
+def _minmax(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None,
+            keepdim: bool = False) -> ir.Value:
+    if x.dtype == ir.DataType.BOOL:
+        out = reduce(g, onnx_op, g.cast(x, ir.DataType.INT32), dim, keepdim)
+        return g.cast(out, ir.DataType.BOOL)
+    return reduce(g, onnx_op, x, dim, keepdim)
+
+
+translation(aten.amax.default)(partial(_minmax, "ReduceMax"))
+translation(aten.amin.default)(partial(_minmax, "ReduceMin"))
+translation(aten.max.default)(partial(_minmax, "ReduceMax"))
+translation(aten.min.default)(partial(_minmax, "ReduceMin"))
+
+
+def _arg_reduce(onnx_op: str, g: RuleContext, x: ir.Value, dim: int | None = None,
+                keepdim: bool = False) -> ir.Value:
+    if dim is None:
+        flat = g.op.Reshape(x, g.const([-1]))
+        out = getattr(g.op, onnx_op)(flat, axis=0, keepdims=0, select_last_index=0)
+        if keepdim:
+            out = g.op.Reshape(out, g.const([1] * rank(x)))
+        return out
+    if rank(x) == 0:
+        return g.const(0)
+    x = g.cast(x, ir.DataType.INT32) if x.dtype == ir.DataType.BOOL else x
+    return getattr(g.op, onnx_op)(x, axis=normalize_dim(dim, rank(x)), keepdims=int(keepdim))
+
+
+translation(aten.argmax.default)(partial(_arg_reduce, "ArgMax"))
+translation(aten.argmin.default)(partial(_arg_reduce, "ArgMin"))
+
+
+def _minmax_dim(reduce_op: str, arg_op: str, g: RuleContext, x: ir.Value, dim: int,
+                keepdim: bool = False) -> tuple[ir.Value, Any]:
+    values = _minmax(reduce_op, g, x, [dim], keepdim)
+    indices = _arg_reduce(arg_op, g, x, dim, keepdim) if g.output_used(1) else None
+    return values, indices
+
+
+translation(aten.max.dim)(partial(_minmax_dim, "ReduceMax", "ArgMax"))
+translation(aten.min.dim)(partial(_minmax_dim, "ReduceMin", "ArgMin"))
+
+
+def _var(g: RuleContext, x: ir.Value, dim: Any, correction: Any, keepdim: bool) -> ir.Value:
+    dtype = g.dtype
+    x = g.cast(x, dtype)
+    mean = reduce(g, "ReduceMean", x, dim, True)
+    centered = g.op.Sub(x, mean)
+    sq = reduce(g, "ReduceSum", g.op.Mul(centered, centered), dim, keepdim)
+    corr = 1 if correction is None else correction
+    shape = x.shape
+    assert shape is not None
+    dims = range(len(shape)) if not dim else [normalize_dim(d, len(shape)) for d in dim]
+    n: Any = 1
+    for d in dims:
+        n = n * shape[d] if isinstance(n, int) and isinstance(shape[d], int) else None
+    if n is None:
+        count = g.op.Cast(g.op.ReduceProd(g.op.Gather(g.op.Shape(x), g.const(list(dims))),
+                                          keepdims=0), to=dtype)
+        denom = g.op.Sub(count, g.const(float(corr), dtype))
+    else:
+        denom = g.const(float(max(n - corr, 0)), dtype)
+    return g.op.Div(sq, denom)
+
+
+@translation(aten.var.correction)
+def var(g: RuleContext, x: ir.Value, dim: Any = None, *, correction: Any = None,
+        keepdim: bool = False) -> ir.Value:
+    """var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
+    return _var(g, x, dim, correction, keepdim)
+
+
+@translation(aten.std.correction)
+def std(g: RuleContext, x: ir.Value, dim: Any = None, *, correction: Any = None,
+        keepdim: bool = False) -> ir.Value:
+    """std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor"""
+    return g.op.Sqrt(_var(g, x, dim, correction, keepdim))
+
+
+def _any_all(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None,
+             keepdim: bool = False) -> ir.Value:
+    as_int = g.op.Cast(g.op.Cast(x, to=ir.DataType.BOOL), to=ir.DataType.INT32)
+    return g.cast(reduce(g, onnx_op, as_int, dim, keepdim), ir.DataType.BOOL)
+
+
+for _op in (aten.any.default, aten.any.dim, aten.any.dims):
+    translation(_op)(partial(_any_all, "ReduceMax"))
+for _op in (aten.all.default, aten.all.dim, aten.all.dims):
+    translation(_op)(partial(_any_all, "ReduceMin"))
+
+
+@translation([aten._softmax.default, aten.softmax.int])
+def softmax(g: RuleContext, x: ir.Value, dim: int, half_to_float: Any = False) -> ir.Value:
+    """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
+    x = g.cast(x, g.dtype)
+    if rank(x) == 0:
+        return g.op.Div(x, x)
+    return g.op.Softmax(x, axis=normalize_dim(dim, rank(x)))
+
+
+@translation([aten._log_softmax.default, aten.log_softmax.int])
+def log_softmax(g: RuleContext, x: ir.Value, dim: int, half_to_float: Any = False) -> ir.Value:
+    """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
+    x = g.cast(x, g.dtype)
+    if rank(x) == 0:
+        return g.op.Sub(x, x)
+    return g.op.LogSoftmax(x, axis=normalize_dim(dim, rank(x)))
+
+
+@translation(aten.logsumexp.default)
+def logsumexp(g: RuleContext, x: ir.Value, dim: Any, keepdim: bool = False) -> ir.Value:
+    """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
+    x = g.cast(x, g.dtype)
+    return reduce(g, "ReduceLogSumExp", x, dim, keepdim)
+
+
+@translation(aten.cumsum.default)
+def cumsum(g: RuleContext, x: ir.Value, dim: int, *, dtype: Any = None) -> ir.Value:
+    """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
+    x = g.cast(x, g.dtype)
+    if rank(x) == 0:
+        return x
+    return g.op.CumSum(x, g.const(normalize_dim(dim, rank(x))))
+
+
+def _is_float_out(g: RuleContext) -> bool:
+    return is_float(g.dtype)

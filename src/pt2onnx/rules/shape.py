@@ -1,0 +1,207 @@
+"""View and layout ops: reshape, permute, expand, cat, slice, split, pad, ..."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+
+from pt2onnx._builder import RuleContext
+from pt2onnx._registry import translation
+from pt2onnx.rules._common import (
+    INT64_MAX,
+    aten,
+    axes,
+    normalize_dim,
+    rank,
+    shape_value,
+)
+
+
+@translation([aten.view.default, aten._unsafe_view.default, aten.reshape.default])
+def view(g: RuleContext, x: ir.Value, size: list[Any]) -> ir.Value:
+    """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
+    static = g.static_shape()
+    if static is not None and x.shape is not None and tuple(x.shape) == static:
+        return x
+    zero = static is not None and 0 in static
+    return g.op.Reshape(x, shape_value(g, size), allowzero=1 if zero else None)
+
+
+@translation(aten.permute.default)
+def permute(g: RuleContext, x: ir.Value, dims: list[int]) -> ir.Value:
+    """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
+    r = rank(x)
+    perm = [normalize_dim(d, r) for d in dims]
+    if perm == list(range(r)):
+        return x
+    return g.op.Transpose(x, perm=perm)
+
+
+@translation(aten.transpose.int)
+def transpose(g: RuleContext, x: ir.Value, dim0: int, dim1: int) -> ir.Value:
+    """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
+    r = rank(x)
+    perm = list(range(r))
+    d0, d1 = normalize_dim(dim0, r), normalize_dim(dim1, r)
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return permute(g, x, perm)
+
+
+@translation(aten.t.default)
+def t(g: RuleContext, x: ir.Value) -> ir.Value:
+    """t(Tensor(a) self) -> Tensor(a)"""
+    return x if rank(x) < 2 else g.op.Transpose(x, perm=[1, 0])
+
+
+@translation(aten.expand.default)
+def expand(g: RuleContext, x: ir.Value, size: list[Any], *, implicit: bool = False) -> ir.Value:
+    """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
+    static = g.static_shape()
+    if static is not None and x.shape is not None and tuple(x.shape) == static:
+        return x
+    if static is None:
+        # -1 keeps the input dim: Expand with 1 there broadcasts to the same thing.
+        size = [1 if (isinstance(s, int) and s == -1) else s for s in size]
+    return g.op.Expand(x, shape_value(g, size))
+
+
+@translation(aten.unsqueeze.default)
+def unsqueeze(g: RuleContext, x: ir.Value, dim: int) -> ir.Value:
+    """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
+    return g.op.Unsqueeze(x, axes(g, normalize_dim(dim, rank(x) + 1)))
+
+
+@translation([aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default])
+def squeeze(g: RuleContext, x: ir.Value, dim: Any = None) -> ir.Value:
+    """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
+    shape = list(x.shape) if x.shape is not None else []
+    r = len(shape)
+    if r == 0:
+        return x
+    dims = list(range(r)) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+    # torch leaves a dim that is not 1 in place; ONNX would fail on it.
+    keep = [normalize_dim(d, r) for d in dims if shape[normalize_dim(d, r)] == 1]
+    if not keep:
+        return x
+    return g.op.Squeeze(x, axes(g, keep))
+
+
+@translation(aten.cat.default)
+def cat(g: RuleContext, tensors: list[ir.Value], dim: int = 0) -> ir.Value:
+    """cat(Tensor[] tensors, int dim=0) -> Tensor"""
+    # Legacy behaviour: 1-D empty tensors are skipped whatever their rank.
+    parts = [
+        g.cast(t, g.dtype) for t in tensors
+        if not (t.shape is not None and len(t.shape) == 1 and t.shape[0] == 0)
+    ]
+    if not parts:
+        return g.op.Identity(tensors[0])
+    if len(parts) == 1:
+        return parts[0]
+    return g.op.Concat(*parts, axis=normalize_dim(dim, rank(parts[0])))
+
+
+@translation(aten.stack.default)
+def stack(g: RuleContext, tensors: list[ir.Value], dim: int = 0) -> ir.Value:
+    """stack(Tensor[] tensors, int dim=0) -> Tensor"""
+    d = normalize_dim(dim, rank(tensors[0]) + 1)
+    parts = [g.op.Unsqueeze(g.cast(t, g.dtype), axes(g, d)) for t in tensors]
+    return parts[0] if len(parts) == 1 else g.op.Concat(*parts, axis=d)
+
+
+@translation(aten.slice.Tensor)
+def slice_(g: RuleContext, x: ir.Value, dim: int = 0, start: Any = None, end: Any = None,
+           step: Any = 1) -> ir.Value:
+    """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)"""
+    static = g.static_shape()
+    if static is not None and x.shape is not None and tuple(x.shape) == static:
+        return x
+    start = 0 if start is None else start
+    end = INT64_MAX if end is None else end
+    if isinstance(end, int):
+        end = min(end, INT64_MAX)
+    d = normalize_dim(dim, rank(x))
+    return g.op.Slice(x, g.int_list([start]), g.int_list([end]), axes(g, d), g.int_list([step]))
+
+
+@translation(aten.select.int)
+def select(g: RuleContext, x: ir.Value, dim: int, index: Any) -> ir.Value:
+    """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
+    idx = index if isinstance(index, ir.Value) else g.const(int(index))
+    return g.op.Gather(x, idx, axis=normalize_dim(dim, rank(x)))
+
+
+def _split_sizes(g: RuleContext) -> list[int]:
+    return [int(v.shape[g.node.args[2] if len(g.node.args) > 2 else 0]) for v in g.meta]
+
+
+@translation([aten.split.Tensor, aten.split_with_sizes.default])
+def split(g: RuleContext, x: ir.Value, split_size: Any, dim: int = 0) -> tuple[ir.Value, ...]:
+    """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
+    d = normalize_dim(dim, rank(x))
+    sizes = [int(v.shape[d]) for v in g.meta]
+    if len(sizes) == 1:
+        return (x,)
+    return g.op.Split(x, g.const(sizes), axis=d, _outputs=len(sizes))
+
+
+@translation(aten.unbind.int)
+def unbind(g: RuleContext, x: ir.Value, dim: int = 0) -> tuple[ir.Value, ...]:
+    """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
+    d = normalize_dim(dim, rank(x))
+    n = len(g.meta)
+    parts = g.op.Split(x, g.const([1] * n), axis=d, _outputs=n) if n > 1 else (x,)
+    return tuple(g.op.Squeeze(p, axes(g, d)) for p in parts)
+
+
+@translation(aten.repeat.default)
+def repeat(g: RuleContext, x: ir.Value, repeats: list[Any]) -> ir.Value:
+    """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
+    extra = len(repeats) - rank(x)
+    if extra > 0:
+        x = g.op.Reshape(x, g.const([1] * extra + [0] * rank(x)))
+    return g.op.Tile(x, g.int_list(repeats))
+
+
+@translation(aten.constant_pad_nd.default)
+def constant_pad_nd(g: RuleContext, x: ir.Value, pad: list[Any], value: Any = 0) -> ir.Value:
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
+    r = rank(x)
+    begins = [0] * r
+    ends = [0] * r
+    for i in range(len(pad) // 2):
+        begins[r - 1 - i] = pad[2 * i]
+        ends[r - 1 - i] = pad[2 * i + 1]
+    return g.op.Pad(x, g.int_list(begins + ends), g.const(value, g.dtype), mode="constant")
+
+
+@translation(aten.flip.default)
+def flip(g: RuleContext, x: ir.Value, dims: list[int]) -> ir.Value:
+    """flip(Tensor self, int[] dims) -> Tensor"""
+    r = rank(x)
+    dims = [normalize_dim(d, r) for d in dims]
+    n = len(dims)
+    return g.op.Slice(
+        x, g.const([-1] * n), g.const([-INT64_MAX] * n), g.const(dims), g.const([-1] * n)
+    )
+
+
+@translation(aten.roll.default)
+def roll(g: RuleContext, x: ir.Value, shifts: list[int], dims: list[int] | None = None) -> ir.Value:
+    """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
+    if not dims:
+        flat = g.op.Reshape(x, g.const([-1]))
+        rolled = _roll_axis(g, flat, int(shifts[0]), 0, g.const([-1]))
+        return g.op.Reshape(rolled, g.op.Shape(x))
+    for s, d in zip(shifts, dims):
+        x = _roll_axis(g, x, int(s), normalize_dim(d, rank(x)), None)
+    return x
+
+
+def _roll_axis(g: RuleContext, x: ir.Value, shift: int, dim: int, _: Any) -> ir.Value:
+    size = g.op.Gather(g.op.Shape(x), g.const([dim]))
+    k = g.op.Mod(g.op.Sub(size, g.op.Mod(g.const([shift]), size)), size)
+    head = g.op.Slice(x, k, g.const([INT64_MAX]), g.const([dim]))
+    tail = g.op.Slice(x, g.const([0]), k, g.const([dim]))
+    return g.op.Concat(head, tail, axis=dim)
