@@ -37,7 +37,9 @@ def _check_opset(opset: int | None) -> int:
     if opset is None:
         return DEFAULT_OPSET
     if not isinstance(opset, int) or isinstance(opset, bool):
-        raise OpsetError(f"opset must be an int, got {opset!r}.")
+        raise OpsetError(
+            f"opset must be an int between {MIN_OPSET} and {MAX_OPSET}, got {opset!r}."
+        )
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise OpsetError(
             f"opset {opset} is outside the range pt2onnx writes ({MIN_OPSET}-{MAX_OPSET}). "

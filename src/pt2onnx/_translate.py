@@ -194,6 +194,7 @@ class Translator:
                 "ONNX graph: " + ", ".join(str(s.target) for s in dropped[:5])
             )
         seen: set[int] = set()
+        defaults = _output_names_from_spec(self.ep, len(user))
         for i, fx_out in enumerate(user):
             value = self._value_of(fx_out)
             if not isinstance(value, ir.Value):
@@ -201,6 +202,7 @@ class Translator:
                     continue
                 value = self._as_value(value)
             wanted = self.output_names[i] if self.output_names and i < len(self.output_names) else None
+            wanted = wanted or defaults[i]
             if (
                 id(value) in seen
                 or value.is_graph_input()
@@ -210,8 +212,6 @@ class Translator:
                 value = self.g.op.Identity(value)
                 self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
                 self.graph.append(self.g.nodes.pop())
-                if wanted is None:
-                    wanted = f"output_{i}"
             seen.add(id(value))
             if wanted is not None:
                 self._names.discard(value.name or "")
@@ -393,6 +393,33 @@ class Translator:
         except Exception:
             # Not foldable here (too big, or the op needs real inputs): translate it.
             return None
+
+
+def _output_names_from_spec(ep: torch.export.ExportedProgram, n: int) -> list[str | None]:
+    """Names such as ``logits`` or ``output_0`` from the model's output structure."""
+    import torch.utils._pytree as pytree
+
+    try:
+        spec = ep.call_spec.out_spec
+        tree = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+        paths = [path for path, _ in pytree.tree_flatten_with_path(tree)[0]]
+    except Exception:
+        return [None] * n
+    if len(paths) != n:
+        return [None] * n
+    names: list[str | None] = []
+    for path in paths:
+        parts = []
+        for key in path:
+            part = getattr(key, "key", getattr(key, "name", getattr(key, "idx", None)))
+            parts.append(str(part))
+        if not parts:
+            names.append("output")
+        elif parts[0].isdigit():
+            names.append("output_" + "_".join(parts))
+        else:
+            names.append("_".join(parts))
+    return names
 
 
 def _contains_value(x: Any) -> bool:
