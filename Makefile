@@ -5,8 +5,15 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed
 TORCH_CONSTRAINTS ?= constraints.txt
+# The model tier needs torchvision, which imports only with the torch in TV_CONSTRAINTS,
+# so it gets a venv of its own.
+TV_VENV := .venv-tv
+TV_PY := $(TV_VENV)/bin/python
+TV_PIP := $(TV_PY) -m pip --disable-pip-version-check -q
+TV_STAMP := $(TV_VENV)/.installed
+TV_CONSTRAINTS ?= constraints-2.14.txt
 
-.PHONY: venv demo test test-models test-all bench lint typecheck docs clean
+.PHONY: venv venv-tv demo test test-models test-all bench lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -17,14 +24,23 @@ $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
 
 venv: $(STAMP)
 
+$(TV_STAMP): pyproject.toml $(TV_CONSTRAINTS)
+	$(PYTHON) -m venv $(TV_VENV)
+	$(TV_PIP) install -c $(TV_CONSTRAINTS) "torch" "torchvision" 2>&1 | grep -v "is ignored: it is neither" || true
+	$(TV_PIP) install -c $(TV_CONSTRAINTS) -e ".[dev,models]" 2>&1 | grep -v "is ignored: it is neither" || true
+	$(TV_PY) -c "import torch, torchvision, onnx, onnxruntime, pt2onnx; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'onnxruntime', onnxruntime.__version__)"
+	touch $(TV_STAMP)
+
+venv-tv: $(TV_STAMP)
+
 demo: $(STAMP)
 	$(PY) -m pt2onnx demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 -m "not models and not slow" tests
 
-test-models: $(STAMP)
-	$(PY) -m pytest -q -m models tests
+test-models: $(TV_STAMP)
+	$(TV_PY) -m pytest -q -m models tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/compare_export.py
@@ -37,4 +53,4 @@ docs: $(STAMP)
 	$(PY) -m pt2onnx ops --markdown > docs/ops.md
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache
+	rm -rf $(VENV) $(TV_VENV) build dist .pytest_cache

@@ -250,9 +250,11 @@ def export(
             program, registry, target_opset, dict(custom_translations or {}),
             list(input_names) if input_names else None,
             list(output_names) if output_names else None,
+            _capture.user_dim_names(model, args, kwargs, dynamic_shapes, captured.program),
         )
         onnx_model = translator.run()
     rep.folded_nodes = translator.folded
+    rep.dynamic_dims = _dynamic_dims(program, translator.sym_names)
     rep.warnings.extend(translator.warnings)
 
     with rep.stage("optimize"):
@@ -281,6 +283,15 @@ def export(
         if path is not None:
             path.write_text(rep.to_markdown())
     return prog
+
+
+def _dynamic_dims(program: torch.export.ExportedProgram, names: dict[Any, Any]) -> dict[str, str]:
+    """Each symbolic dim with the range torch.export guarded it to."""
+    dims = {}
+    for sym, vr in program.range_constraints.items():
+        shown = str(names.get(sym, sym))
+        dims[shown] = f"[{vr.lower}, {vr.upper}]"
+    return dims
 
 
 def _histogram(model: ir.Model) -> dict[str, int]:

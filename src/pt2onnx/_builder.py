@@ -7,7 +7,8 @@ translating from ``g.meta``, and makes constants with ``g.const``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -128,6 +129,8 @@ class RuleContext:
         self._counter = 0
         self.domains: dict[str, int] = {}
         self._transposed: dict[int, ir.Value] = {}
+        # Set by the translator: translates an FX subgraph into the current node list.
+        self.inline: Any = None
 
     # -- node emission -------------------------------------------------
     def add_node(
@@ -152,6 +155,39 @@ class RuleContext:
         if num_outputs == 1:
             return node.outputs[0]
         return tuple(node.outputs)
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[list[ir.Node]]:
+        """Collects the nodes emitted inside the block into a new list (a subgraph body)."""
+        saved = self.nodes
+        self.nodes = []
+        try:
+            yield self.nodes
+        finally:
+            self.nodes = saved
+
+    def subgraph(self, name: str, inputs: Sequence[ir.Value], outputs: Sequence[ir.Value],
+                 nodes: list[ir.Node]) -> ir.Graph:
+        """An ONNX subgraph; outputs not produced inside it get an Identity there."""
+        produced = {id(o) for n in nodes for o in n.outputs}
+        final = []
+        for out in outputs:
+            if id(out) not in produced or out in final:
+                copy = ir.Node("", "Identity", [out], num_outputs=1)
+                copy.outputs[0].type = out.type
+                copy.outputs[0].shape = out.shape
+                self._counter += 1
+                copy.outputs[0].name = f"{name}_out_{self._counter}"
+                nodes.append(copy)
+                out = copy.outputs[0]
+            final.append(out)
+        return ir.Graph(list(inputs), final, nodes=nodes, name=name)
+
+    def formal(self, like: ir.Value, name: str, drop_leading: int = 0) -> ir.Value:
+        """A typed subgraph input shaped like ``like`` (minus its leading dims)."""
+        self._counter += 1
+        shape = ir.Shape(list(like.shape)[drop_leading:]) if like.shape is not None else None
+        return ir.Value(name=f"{name}_{self._counter}", type=like.type, shape=shape)
 
     # -- constants -----------------------------------------------------
     def const(self, value: Any, dtype: ir.DataType | torch.dtype | None = None) -> ir.Value:

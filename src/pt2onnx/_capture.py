@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -79,12 +81,22 @@ def capture(
     if isinstance(model, torch.export.ExportedProgram):
         return CaptureResult(model, "given ExportedProgram")
     module = as_module(model)
+    register_output_containers()
+    dynamic_shapes = _complete_dynamic_shapes(module, args, kwargs, dynamic_shapes)
     errors: list[str] = []
     for strict in (False, True):
         try:
             ep = _compat.export(module, args, kwargs, dynamic_shapes, strict=strict)
         except Exception as exc:
             errors.append(f"torch.export.export(strict={strict}) failed: {_short(exc)}")
+            if _is_shape_spec_error(exc):
+                # The dynamic_shapes spec is wrong; strict mode would say the same.
+                raise CaptureError(
+                    "torch.export rejected the dynamic shapes:\n  - " + errors[-1]
+                    + "\nNext step: a guard above specialises or bounds a dim. Narrow that "
+                    "Dim's min/max to the range the model supports, make it static, or use "
+                    "Dim.AUTO to let torch.export choose."
+                ) from None
             continue
         return CaptureResult(ep, f"torch.export(strict={strict})", errors)
     raise CaptureError(
@@ -94,3 +106,158 @@ def capture(
         "Python control flow or an unsupported Python construct), or export a smaller "
         "submodule. See https://pytorch.org/docs/stable/export.html"
     )
+
+
+def _is_shape_spec_error(exc: BaseException) -> bool:
+    text = str(exc)
+    return type(exc).__name__ == "UserError" and (
+        "Constraints violated" in text or "dynamic_shapes" in text
+    )
+
+
+def _complete_dynamic_shapes(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any
+) -> Any:
+    """A dict spec may leave out inputs that are static (use_cache=False and the like)."""
+    if not isinstance(dynamic_shapes, dict):
+        return dynamic_shapes
+    import inspect
+
+    try:
+        bound = inspect.signature(module.forward).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return dynamic_shapes
+    unknown = [k for k in dynamic_shapes if k not in bound.arguments]
+    if unknown:
+        raise InvalidInputError(
+            f"dynamic_shapes names {unknown}, which are not inputs given to forward "
+            f"{list(bound.arguments)}. Next step: key dynamic_shapes by the argument names "
+            "of forward, or pass a tuple in argument order."
+        )
+    return {k: dynamic_shapes.get(k) for k in bound.arguments}
+
+
+def user_dim_names(
+    module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any,
+    program: torch.export.ExportedProgram,
+) -> list[dict[int, str]]:
+    """For each tensor input of the program, in order: axis -> the user's Dim name."""
+    if dynamic_shapes is None or isinstance(module, torch.export.ExportedProgram):
+        return []
+    import inspect
+
+    import torch.utils._pytree as pytree
+
+    forward = module.forward if isinstance(module, torch.nn.Module) else module
+    try:
+        bound = inspect.signature(forward).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return []
+    values = bound.arguments
+    if isinstance(dynamic_shapes, dict):
+        pairs = [(values[k], v) for k, v in dynamic_shapes.items() if k in values]
+    else:
+        pairs = list(zip(values.values(), dynamic_shapes))
+    by_id: dict[int, dict[int, str]] = {}
+    for value, spec in pairs:
+        _walk_spec(value, spec, by_id)
+    leaves = pytree.tree_leaves(program.example_inputs)
+    return [by_id.get(id(leaf), {}) for leaf in leaves if isinstance(leaf, torch.Tensor)]
+
+
+def _walk_spec(value: Any, spec: Any, out: dict[int, dict[int, str]]) -> None:
+    if spec is None:
+        return
+    if isinstance(value, torch.Tensor):
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        names = {int(axis): getattr(d, "__name__", None) for axis, d in items}
+        out[id(value)] = {a: n for a, n in names.items() if isinstance(n, str)}
+    elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+        for v, s in zip(value, spec):
+            _walk_spec(v, s, out)
+    elif isinstance(value, dict) and isinstance(spec, dict):
+        for key, s in spec.items():
+            if key in value:
+                _walk_spec(value[key], s, out)
+
+
+def register_output_containers() -> None:
+    """Pytree nodes for the output containers of libraries the model uses.
+
+    transformers' ``ModelOutput`` classes register themselves, but its cache
+    objects do not, so a model called with ``use_cache=True`` could not be
+    captured. Only a library that is already imported is looked at, and a
+    class that is already registered (by the user or the library) is left alone.
+    """
+    cache_utils = sys.modules.get("transformers.cache_utils")
+    if cache_utils is None:
+        return
+    dynamic = getattr(cache_utils, "DynamicCache", None)
+    if dynamic is not None:
+        _register_node(dynamic, _flatten_dynamic_cache, partial(_unflatten_dynamic_cache, dynamic))
+    enc_dec = getattr(cache_utils, "EncoderDecoderCache", None)
+    if enc_dec is not None:
+        _register_node(enc_dec, _flatten_encoder_decoder_cache,
+                       partial(_unflatten_encoder_decoder_cache, enc_dec))
+
+
+def _register_node(cls: type, flatten_with_keys: Any, unflatten: Any) -> None:
+    import torch.utils._pytree as pytree
+
+    if cls in pytree.SUPPORTED_NODES:
+        return
+
+    def flatten(obj: Any) -> tuple[list[Any], Any]:
+        entries, context = flatten_with_keys(obj)
+        return [v for _, v in entries], context
+
+    pytree.register_pytree_node(
+        cls, flatten, unflatten, flatten_with_keys_fn=flatten_with_keys,
+        serialized_type_name=f"{cls.__module__}.{cls.__name__}",
+    )
+
+
+def _cache_tensors(cache: Any) -> tuple[list[Any], list[Any]]:
+    layers = getattr(cache, "layers", None)
+    if layers is None:  # transformers < 4.56 keeps two lists
+        return list(cache.key_cache), list(cache.value_cache)
+    filled = [layer for layer in layers if getattr(layer, "keys", None) is not None]
+    return [layer.keys for layer in filled], [layer.values for layer in filled]
+
+
+def _flatten_dynamic_cache(cache: Any) -> tuple[list[tuple[Any, Any]], int]:
+    import torch.utils._pytree as pytree
+
+    keys, values = _cache_tensors(cache)
+    entries = [(pytree.MappingKey(f"key_{i}"), k) for i, k in enumerate(keys)]
+    entries += [(pytree.MappingKey(f"value_{i}"), v) for i, v in enumerate(values)]
+    return entries, len(keys)
+
+
+def _unflatten_dynamic_cache(cls: type, leaves: Any, n: int) -> Any:
+    leaves = list(leaves)
+    if not all(isinstance(x, torch.Tensor) for x in leaves):
+        # A spec unflattened with placeholder leaves (to read output paths):
+        # a dict with the same keys keeps the same paths.
+        names = [f"key_{i}" for i in range(n)] + [f"value_{i}" for i in range(n)]
+        return dict(zip(names, leaves, strict=True))
+    cache = cls()
+    for i in range(n):
+        cache.update(leaves[i], leaves[n + i], i)
+    return cache
+
+
+def _flatten_encoder_decoder_cache(cache: Any) -> tuple[list[tuple[Any, Any]], None]:
+    import torch.utils._pytree as pytree
+
+    return [
+        (pytree.GetAttrKey("self_attention_cache"), cache.self_attention_cache),
+        (pytree.GetAttrKey("cross_attention_cache"), cache.cross_attention_cache),
+    ], None
+
+
+def _unflatten_encoder_decoder_cache(cls: type, children: Any, context: None) -> Any:
+    self_cache, cross_cache = children
+    if isinstance(self_cache, dict):
+        return {"self_attention_cache": self_cache, "cross_attention_cache": cross_cache}
+    return cls(self_cache, cross_cache)

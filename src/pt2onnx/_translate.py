@@ -72,12 +72,16 @@ def _clean_module_path(path: str) -> str:
     return path.replace("._modules['", ".").replace("']", "").replace("[", ".").replace("]", "")
 
 
-def _shape_of(val: Any) -> ir.Shape | None:
+def _shape_of(val: Any, names: dict[Any, Any] | None = None) -> ir.Shape | None:
     if not isinstance(val, torch.Tensor):
         return ir.Shape([]) if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) else None
     dims: list[int | str] = []
     for d in val.shape:
-        dims.append(int(d) if isinstance(d, int) else str(d))
+        if isinstance(d, int):
+            dims.append(int(d))
+        else:
+            expr = d.node.expr
+            dims.append(str(expr.xreplace(names) if names else expr))
     return ir.Shape(dims)
 
 
@@ -104,6 +108,7 @@ class Translator:
         custom: dict[Any, Callable[..., Any]] | None = None,
         input_names: list[str] | None = None,
         output_names: list[str] | None = None,
+        dim_names: list[dict[int, str]] | None = None,
     ) -> None:
         self.ep = ep
         self.registry = registry
@@ -113,6 +118,7 @@ class Translator:
         self.output_names = output_names
         self.graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
         self.g = _builder.RuleContext(self.graph, opset)
+        self.g.inline = self.inline
         self.env: dict[torch.fx.Node, Any] = {}
         self.missing: list[MissingOp] = []
         self.histogram: dict[str, int] = {}
@@ -121,6 +127,9 @@ class Translator:
         self._names: set[str] = set()
         self._source_cache: dict[Any, Source] = {}
         self._const_values: dict[int, ir.Value] = {}
+        # User-facing names of symbolic dims: sympy symbol -> sympy symbol named by the user.
+        self._dim_names = dim_names or []
+        self.sym_names: dict[Any, Any] = {}
 
     # -- entry point ----------------------------------------------------
     def run(self) -> ir.Model:
@@ -132,7 +141,7 @@ class Translator:
             elif node.op == "output":
                 self._bind_outputs(node)
             elif node.op == "get_attr":
-                self.env[node] = Const(getattr(graph_module, node.target), node.target)
+                self.env[node] = _get_attr(graph_module, node.target)
         if self.missing:
             raise UnsupportedOperatorError(self.missing, self.opset)
         for node in self.g.nodes:
@@ -140,6 +149,36 @@ class Translator:
         for domain, version in self.g.domains.items():
             self.graph.opset_imports.setdefault(domain, version)
         return ir.Model(self.graph, ir_version=10, producer_name="pt2onnx")
+
+    def inline(self, gm: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
+        """Translates a subgraph (a cond branch, a loop body) into the current node list.
+
+        ``inputs`` bind the subgraph's placeholders in order; the returned list
+        holds one value per subgraph output. Rules emit into a fresh list with
+        ``g.scope()`` to build an ONNX subgraph from it.
+        """
+        saved = (self.env, self.g.node, self.g.meta)
+        self.env = {}
+        try:
+            placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+            if len(placeholders) != len(inputs):
+                raise TranslationError(
+                    f"subgraph expects {len(placeholders)} inputs but got {len(inputs)}"
+                )
+            self.env.update(zip(placeholders, inputs))
+            outputs: list[Any] = []
+            for node in gm.graph.nodes:
+                if node.op == "call_function":
+                    self._call(node)
+                elif node.op == "get_attr":
+                    self.env[node] = _get_attr(gm, node.target)
+                elif node.op == "output":
+                    out = node.args[0]
+                    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+                    outputs = [self._value_of(o) for o in outs]
+            return [self._as_value(o) if not isinstance(o, ir.Value) else o for o in outputs]
+        finally:
+            self.env, self.g.node, self.g.meta = saved
 
     # -- inputs and outputs -------------------------------------------
     def _bind_inputs(self, fx_graph: torch.fx.Graph) -> None:
@@ -158,8 +197,10 @@ class Translator:
                 name = node.name
                 if self.input_names and user_index < len(self.input_names):
                     name = self.input_names[user_index]
+                self._name_dims(val, name, user_index)
                 user_index += 1
-                value = ir.Value(name=self._unique(name), type=_type_of(val), shape=_shape_of(val))
+                value = ir.Value(name=self._unique(name), type=_type_of(val),
+                                 shape=_shape_of(val, self.sym_names))
                 self.graph.inputs.append(value)
                 self.env[node] = value
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
@@ -176,6 +217,19 @@ class Translator:
                     f"input {node.name} of kind {spec.kind.name} is not supported; "
                     "script objects cannot be exported to ONNX"
                 )
+
+    def _name_dims(self, val: Any, input_name: str, index: int) -> None:
+        """Gives each symbolic input dim the user's name, or ``<input>_dim<axis>``."""
+        if not isinstance(val, torch.Tensor):
+            return
+        import sympy
+
+        given = self._dim_names[index] if index < len(self._dim_names) else {}
+        for axis, d in enumerate(val.shape):
+            if isinstance(d, torch.SymInt) and isinstance(d.node.expr, sympy.Symbol):
+                if d.node.expr not in self.sym_names:
+                    name = given.get(axis) or f"{input_name}_dim{axis}"
+                    self.sym_names[d.node.expr] = sympy.Symbol(name)
 
     def _lookup_state(self, spec: Any) -> torch.Tensor:
         target = spec.target
@@ -298,8 +352,8 @@ class Translator:
     def _materialize(self, a: Any) -> Any:
         if isinstance(a, Const):
             return self._as_value(a)
-        if isinstance(a, list) and any(isinstance(x, Const) for x in a):
-            return [self._materialize(x) for x in a]
+        if isinstance(a, (list, tuple)) and any(isinstance(x, Const) for x in a):
+            return type(a)(self._materialize(x) for x in a)
         return a
 
     def _as_value(self, a: Any) -> ir.Value:
@@ -343,7 +397,7 @@ class Translator:
         prefix = f"{src.module}/" if src.module else ""
         for i, onnx_node in enumerate(new_nodes):
             onnx_node.metadata_props.update(props)
-            onnx_node.name = f"{prefix}{node.name}" + (f"_{i}" if i else "")
+            onnx_node.name = f"{prefix}{node.name}" + (f"#{i}" if i else "")
             self.histogram[onnx_node.op_type] = self.histogram.get(onnx_node.op_type, 0) + 1
 
     def _name_value(self, value: ir.Value, name: str, val: Any) -> None:
@@ -356,7 +410,7 @@ class Translator:
     def _type_value(self, value: ir.Value, val: Any) -> None:
         if val is not None:
             value.type = _type_of(val)
-            value.shape = _shape_of(val)
+            value.shape = _shape_of(val, self.sym_names)
 
     def _unique(self, name: str) -> str:
         base, k = name, 0
@@ -393,6 +447,15 @@ class Translator:
         except Exception:
             # Not foldable here (too big, or the op needs real inputs): translate it.
             return None
+
+
+def _get_attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    if isinstance(obj, torch.Tensor):
+        return Const(obj, target)
+    return obj
 
 
 def _output_names_from_spec(ep: torch.export.ExportedProgram, n: int) -> list[str | None]:

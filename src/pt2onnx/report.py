@@ -47,6 +47,7 @@ class ExportReport:
     opset: int = 0
     verification: Any = None
     fx_nodes: int = 0
+    dynamic_dims: dict[str, str] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -76,6 +77,9 @@ class ExportReport:
         lines += [f"- fallback: {f}" for f in self.fallbacks]
         lines += ["", f"- target opset: {self.opset}", f"- FX nodes: {self.fx_nodes}",
                   f"- folded at export time: {self.folded_nodes}"]
+        if self.dynamic_dims:
+            lines += ["", "## Dynamic dims and their guards", "", "| dim | range |", "|---|---|"]
+            lines += [f"| {k} | {v} |" for k, v in self.dynamic_dims.items()]
         if self.warnings:
             lines += ["", "## Warnings", ""] + [f"- {w}" for w in self.warnings]
         if self.unsupported:

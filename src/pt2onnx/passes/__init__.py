@@ -12,8 +12,11 @@ import onnx_ir.passes.common as common
 
 def optimize(model: ir.Model) -> ir.Model:
     """Runs the default pass pipeline in place and returns the model."""
+    # onnx_ir's IdentityEliminationPass is left out: it merges an Identity that
+    # duplicates a subgraph output into its input, so both outputs become one
+    # value (seen with onnx-ir 1.1 on a Scan body returning (h, h.clone())).
+    # Rules do not emit Identity except for that purpose.
     passes = ir.passes.Sequential(
-        common.IdentityEliminationPass(),
         common.CommonSubexpressionEliminationPass(),
         common.RemoveUnusedNodesPass(),
         common.RemoveUnusedOpsetsPass(),

@@ -5,13 +5,19 @@ Importing this package registers every rule in ``pt2onnx._registry.REGISTRY``.
 
 from pt2onnx.rules import (  # noqa: F401
     attention,
+    backward,
+    control_flow,
     core,
     creation,
+    distance,
     elementwise,
     indexing,
     linalg,
     nn,
     norm,
+    random,
     reduction,
+    scatter,
     shape,
+    sorting,
 )

@@ -33,7 +33,7 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
         scale = 1.0 / math.sqrt(head_dim)
     if enable_gqa and r == 4:
         k, v = _repeat_kv(g, k, _dim(q, 1)), _repeat_kv(g, v, _dim(q, 1))
-    perm = list(range(r - 2)) + [r - 1, r - 2]
+    perm = [*list(range(r - 2)), r - 1, r - 2]
     # Scaling q and k by sqrt(scale) each keeps the product in range for fp16.
     s = g.const(math.sqrt(scale), dtype)
     scores = g.op.MatMul(g.op.Mul(q, s), g.op.Mul(g.op.Transpose(k, perm=perm), s))
@@ -69,7 +69,7 @@ def _repeat_kv(g: RuleContext, x: ir.Value, q_heads: Any) -> ir.Value:
     if kv_heads == q_heads:
         return x
     n_rep = q_heads // kv_heads
-    b, _, s, d = x.shape  # type: ignore[misc]
+    _b, _, s, _d = x.shape  # type: ignore[misc]
     expanded = g.op.Expand(g.op.Unsqueeze(x, g.const([2])),
                            g.const([1, 1, n_rep, 1, 1]))
     return g.op.Reshape(expanded, g.const([0, q_heads, -1, 0] if not isinstance(s, int) else

@@ -59,3 +59,47 @@ def _sym_binary(onnx_op: str):  # type: ignore[no-untyped-def]
 for _fn, _onnx in ((operator.add, "Add"), (operator.sub, "Sub"), (operator.mul, "Mul"),
                    (operator.floordiv, "Div")):
     translation(_fn)(_sym_binary(_onnx))
+
+
+@translation(aten._local_scalar_dense.default)
+def local_scalar_dense(g: RuleContext, x: ir.Value) -> ir.Value:
+    """_local_scalar_dense(Tensor self) -> Scalar"""
+    # A Scalar is a 0-d value: int64 for integers (as SymInts are), float for floats.
+    if x.dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE):
+        x = g.cast(x, ir.DataType.FLOAT)
+    elif x.dtype not in (ir.DataType.FLOAT, ir.DataType.BOOL):
+        x = g.cast(x, ir.DataType.INT64)
+    return g.op.Reshape(x, g.const([], ir.DataType.INT64))
+
+
+def _input_meta(g: RuleContext) -> Any:
+    arg = g.node.args[0] if g.node is not None else None
+    return getattr(arg, "meta", {}).get("val")
+
+
+@translation(aten.sym_stride.int)
+def sym_stride(g: RuleContext, x: ir.Value, dim: int) -> ir.Value:
+    """sym_stride.int(Tensor self, int dim) -> SymInt"""
+    val = _input_meta(g)
+    d = normalize_dim(dim, rank(x))
+    stride = val.stride(d) if val is not None else None
+    if isinstance(stride, int):
+        return g.const(stride)
+    if val is None or not val.is_contiguous():
+        raise NotImplementedError("symbolic stride of a tensor that is not contiguous")
+    # Contiguous: the product of the sizes after dim.
+    if d == rank(x) - 1:
+        return g.const(1)
+    tail = g.op.Shape(x, start=d + 1)
+    return g.op.ReduceProd(tail, keepdims=0) if g.opset >= 18 else g.op.ReduceProd(
+        tail, keepdims=0, axes=[0])
+
+
+@translation(aten.sym_storage_offset.default)
+def sym_storage_offset(g: RuleContext, x: ir.Value) -> ir.Value:
+    """sym_storage_offset(Tensor self) -> SymInt"""
+    val = _input_meta(g)
+    offset = val.storage_offset() if val is not None else None
+    if not isinstance(offset, int):
+        raise NotImplementedError("symbolic storage offset")
+    return g.const(offset)

@@ -453,3 +453,29 @@ def identity(g: RuleContext, x: ir.Value, *args: Any, **kwargs: Any) -> ir.Value
 def type_as(g: RuleContext, x: ir.Value, other: ir.Value) -> ir.Value:
     """type_as(Tensor self, Tensor other) -> Tensor"""
     return g.cast(x, onnx_dtype(g.meta.dtype))
+
+
+@translation(aten.isinf.default)
+def isinf(g: RuleContext, x: ir.Value) -> ir.Value:
+    """isinf(Tensor self) -> Tensor"""
+    if not is_float(x.dtype):
+        return g.op.Cast(g.op.Mul(g.cast(x, ir.DataType.INT64), g.const(0)),
+                         to=ir.DataType.BOOL)
+    # onnxruntime's IsInf has no float16 kernel.
+    return g.op.IsInf(g.cast(x, ir.DataType.FLOAT) if x.dtype == ir.DataType.FLOAT16 else x)
+
+
+@translation(aten.copy.default)
+def copy(g: RuleContext, x: ir.Value, src: ir.Value, non_blocking: bool = False) -> ir.Value:
+    """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor"""
+    out = g.cast(src, g.dtype)
+    static = g.static_shape()
+    if static is not None and src.shape is not None and tuple(src.shape) == static:
+        return out
+    return g.op.Expand(out, g.op.Shape(x))
+
+
+@translation(aten.atan2.out)
+def atan2_out(g: RuleContext, a: ir.Value, b: ir.Value, *, out: Any = None) -> ir.Value:
+    """atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"""
+    return atan2(g, a, b)

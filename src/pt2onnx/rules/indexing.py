@@ -100,3 +100,54 @@ def index_put(g: RuleContext, x: ir.Value, indices: list[ir.Value | None], value
     upd_shape = g.op.Concat(shape, trailing, axis=0)
     updates = g.op.Expand(g.cast(values, g.dtype), upd_shape)
     return g.op.ScatterND(x, stacked, updates, reduction="add" if accumulate else None)
+
+
+def _bag_ids(g: RuleContext, offsets: ir.Value, n: ir.Value, bags: int) -> ir.Value:
+    """For each index position j, the bag it falls in: #(offsets[:bags] <= j) - 1."""
+    starts = g.op.Slice(offsets, g.const([0]), g.const([bags]), g.const([0]))
+    positions = g.op.Range(g.const(0), n, g.const(1))
+    inside = g.op.LessOrEqual(g.op.Unsqueeze(starts, g.const([0])),
+                              g.op.Unsqueeze(positions, g.const([1])))
+    count = g.op.ReduceSum(g.op.Cast(inside, to=ir.DataType.INT64), g.const([1]), keepdims=0)
+    return g.op.Sub(count, g.const(1))
+
+
+@translation(aten._embedding_bag.default)
+def embedding_bag(g: RuleContext, weight: ir.Value, indices: ir.Value, offsets: ir.Value,
+                  scale_grad_by_freq: bool = False, mode: int = 0, sparse: bool = False,
+                  per_sample_weights: ir.Value | None = None, include_last_offset: bool = False,
+                  padding_idx: int = -1) -> tuple[Any, ...]:
+    """_embedding_bag(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1) -> (Tensor, Tensor, Tensor, Tensor)"""
+    if any(g.output_used(i) for i in (1, 2, 3)):
+        raise NotImplementedError("embedding_bag's offset2bag, bag_size and max_indices outputs")
+    if mode == 2 and g.opset < 18:
+        raise NotImplementedError("embedding_bag(mode='max') needs ScatterElements max: opset 18")
+    dtype = g.dtype
+    bags, dim = g.shape
+    indices = g.cast(indices, ir.DataType.INT64)
+    n = g.op.Squeeze(g.op.Shape(indices), g.const([0]))
+    seg = _bag_ids(g, g.cast(offsets, ir.DataType.INT64), n, int(bags))
+    rows = g.op.Gather(weight, indices, axis=0)
+    valid = g.op.Expand(g.const(True), g.op.Shape(indices))
+    if padding_idx is not None and padding_idx >= 0:
+        valid = g.op.Not(g.op.Equal(indices, g.const(padding_idx)))
+    valid_f = g.op.Cast(valid, to=dtype)
+    if per_sample_weights is not None:
+        rows = g.op.Mul(rows, g.op.Unsqueeze(per_sample_weights, g.const([1])))
+    seg2 = g.op.Expand(g.op.Unsqueeze(seg, g.const([1])), g.op.Shape(rows))
+    zeros = g.op.Expand(g.const(0.0, dtype), g.int_list([bags, dim]))
+    count = g.op.ScatterElements(g.op.Expand(g.const(0.0, dtype), g.int_list([bags])), seg,
+                                 valid_f, axis=0, reduction="add")
+    count2 = g.op.Unsqueeze(count, g.const([1]))
+    if mode == 2:
+        low = g.const(float("-inf"), dtype)
+        rows = g.op.Where(g.op.Unsqueeze(valid, g.const([1])), rows, low)
+        out = g.op.ScatterElements(g.op.Expand(low, g.int_list([bags, dim])), seg2, rows,
+                                   axis=0, reduction="max")
+        out = g.op.Where(g.op.Greater(count2, g.const(0.0, dtype)), out, zeros)
+        return out, None, None, None
+    rows = g.op.Mul(rows, g.op.Unsqueeze(valid_f, g.const([1])))
+    out = g.op.ScatterElements(zeros, seg2, rows, axis=0, reduction="add")
+    if mode == 1:
+        out = g.op.Div(out, g.op.Max(count2, g.const(1.0, dtype)))
+    return out, None, None, None

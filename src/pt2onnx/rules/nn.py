@@ -116,8 +116,8 @@ def _adaptive(onnx_global: str, onnx_pool: str, n: int, g: RuleContext, x: ir.Va
     in_shape = list(x.shape)[-n:]  # type: ignore[index]
     if all(o == 1 for o in out):
         return getattr(g.op, onnx_global)(x)
-    if all(isinstance(i, int) and i % o == 0 for i, o in zip(in_shape, out)):
-        k = [i // o for i, o in zip(in_shape, out)]
+    if all(isinstance(i, int) and i % o == 0 for i, o in zip(in_shape, out, strict=False)):
+        k = [i // o for i, o in zip(in_shape, out, strict=False)]
         return getattr(g.op, onnx_pool)(x, kernel_shape=k, strides=k)
     raise NotImplementedError(
         f"adaptive pooling from {in_shape} to {out}: the input size is not a multiple of the output"
@@ -210,3 +210,50 @@ def pixel_unshuffle(g: RuleContext, x: ir.Value, downscale_factor: int) -> ir.Va
     y = g.op.Reshape(x, g.const([n, c, h // r, r, w // r, r]))
     y = g.op.Transpose(y, perm=[0, 1, 3, 5, 2, 4])
     return g.op.Reshape(y, g.const([n, c * r * r, h // r, w // r]))
+
+
+_GRID_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
+_GRID_MODES_20 = {0: "linear", 1: "nearest", 2: "cubic"}
+_GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+@translation(aten.grid_sampler_2d.default)
+def grid_sampler_2d(g: RuleContext, x: ir.Value, grid: ir.Value, interpolation_mode: int,
+                    padding_mode: int, align_corners: bool) -> ir.Value:
+    """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    modes = _GRID_MODES_20 if g.opset >= 20 else _GRID_MODES
+    return g.op.GridSample(x, grid, mode=modes[interpolation_mode],
+                           padding_mode=_GRID_PADDING[padding_mode],
+                           align_corners=int(bool(align_corners)))
+
+
+@translation(aten.col2im.default)
+def col2im(g: RuleContext, x: ir.Value, output_size: Any, kernel_size: Any, dilation: Any,
+           padding: Any, stride: Any) -> ir.Value:
+    """col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor"""
+    h, w = _expand_param(output_size, 2)
+    kh, kw = _expand_param(kernel_size, 2)
+    dh, dw = _expand_param(dilation, 2)
+    ph, pw = _expand_param(padding, 2)
+    sh, sw = _expand_param(stride, 2)
+    shape = list(x.shape)  # type: ignore[arg-type]
+    if not all(isinstance(d, int) for d in shape):
+        raise NotImplementedError("col2im with dynamic input sizes")
+    batched = len(shape) == 3
+    n = shape[0] if batched else 1
+    c = shape[-2] // (kh * kw)
+    hp, wp = h + 2 * ph, w + 2 * pw
+    bh = (hp - dh * (kh - 1) - 1) // sh + 1
+    bw = (wp - dw * (kw - 1) - 1) // sw + 1
+    # Column (ki, kj, block) adds into the padded output at a position known now.
+    pos = [
+        (bi * sh + ki * dh) * wp + (bj * sw + kj * dw)
+        for ki in range(kh) for kj in range(kw) for bi in range(bh) for bj in range(bw)
+    ]
+    cols = g.op.Reshape(x, g.const([n, c, kh * kw * bh * bw]))
+    index = g.op.Expand(g.const([[pos]]), g.const([n, c, len(pos)]))
+    zeros = g.op.Expand(g.const(0.0, g.dtype), g.const([n, c, hp * wp]))
+    out = g.op.ScatterElements(zeros, index, cols, axis=2, reduction="add")
+    out = g.op.Reshape(out, g.const([n, c, hp, wp]))
+    out = g.op.Slice(out, g.const([ph, pw]), g.const([ph + h, pw + w]), g.const([2, 3]))
+    return out if batched else g.op.Reshape(out, g.const([c, h, w]))

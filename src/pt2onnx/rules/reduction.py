@@ -28,8 +28,8 @@ def reduce(g: RuleContext, onnx_op: str, x: ir.Value, dims: Any, keepdim: bool) 
 
 
 def _acc_input(g: RuleContext, x: ir.Value, dtype: Any) -> ir.Value:
-    target = g.dtype if dtype is None else g.dtype
-    return g.cast(x, target)
+    # The output dtype already reflects dtype= (and int -> int64 promotion of sums).
+    return g.cast(x, g.dtype)
 
 
 def _sum_like(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None, keepdim: bool = False,
@@ -193,3 +193,10 @@ def cumsum(g: RuleContext, x: ir.Value, dim: int, *, dtype: Any = None) -> ir.Va
 
 def _is_float_out(g: RuleContext) -> bool:
     return is_float(g.dtype)
+
+
+@translation(aten.var.dim)
+def var_dim(g: RuleContext, x: ir.Value, dim: Any = None, unbiased: bool = True,
+            keepdim: bool = False) -> ir.Value:
+    """var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor"""
+    return _var(g, x, dim, 1 if unbiased else 0, keepdim)

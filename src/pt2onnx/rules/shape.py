@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import onnx_ir as ir
+import torch
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
@@ -194,7 +196,7 @@ def roll(g: RuleContext, x: ir.Value, shifts: list[int], dims: list[int] | None 
         flat = g.op.Reshape(x, g.const([-1]))
         rolled = _roll_axis(g, flat, int(shifts[0]), 0, g.const([-1]))
         return g.op.Reshape(rolled, g.op.Shape(x))
-    for s, d in zip(shifts, dims):
+    for s, d in zip(shifts, dims, strict=False):
         x = _roll_axis(g, x, int(s), normalize_dim(d, rank(x)), None)
     return x
 
@@ -205,3 +207,63 @@ def _roll_axis(g: RuleContext, x: ir.Value, shift: int, dim: int, _: Any) -> ir.
     head = g.op.Slice(x, k, g.const([INT64_MAX]), g.const([dim]))
     tail = g.op.Slice(x, g.const([0]), k, g.const([dim]))
     return g.op.Concat(head, tail, axis=dim)
+
+
+def _pad_mode(mode: str, g: RuleContext, x: ir.Value, padding: list[Any]) -> ir.Value:
+    r = rank(x)
+    begins, ends = [0] * r, [0] * r
+    for i in range(len(padding) // 2):
+        begins[r - 1 - i] = padding[2 * i]
+        ends[r - 1 - i] = padding[2 * i + 1]
+    return g.op.Pad(x, g.int_list(begins + ends), mode=mode)
+
+
+for _op, _mode in (
+    (aten.reflection_pad1d.default, "reflect"),
+    (aten.reflection_pad2d.default, "reflect"),
+    (aten.reflection_pad3d.default, "reflect"),
+    (aten.replication_pad1d.default, "edge"),
+    (aten.replication_pad2d.default, "edge"),
+    (aten.replication_pad3d.default, "edge"),
+):
+    translation(_op)(partial(_pad_mode, _mode))
+
+
+@translation(aten.diagonal.default)
+def diagonal(g: RuleContext, x: ir.Value, offset: int = 0, dim1: int = 0,
+             dim2: int = 1) -> ir.Value:
+    """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
+    r = rank(x)
+    d1, d2 = normalize_dim(dim1, r), normalize_dim(dim2, r)
+    n, m = x.shape[d1], x.shape[d2]  # type: ignore[index]
+    if not (isinstance(n, int) and isinstance(m, int)):
+        raise NotImplementedError("diagonal of dims whose sizes are not static")
+    rest = [d for d in range(r) if d not in (d1, d2)]
+    moved = permute(g, x, [*rest, d1, d2])
+    flat = g.op.Reshape(moved, g.const([0] * len(rest) + [n * m]))
+    if offset >= 0:
+        pairs = [(i, i + offset) for i in range(max(0, min(n, m - offset)))]
+    else:
+        pairs = [(i - offset, i) for i in range(max(0, min(n + offset, m)))]
+    return g.op.Gather(flat, g.const([i * m + j for i, j in pairs]), axis=len(rest))
+
+
+@translation(aten.as_strided.default)
+def as_strided(g: RuleContext, x: ir.Value, size: list[Any], stride: list[Any],
+               storage_offset: Any = None) -> ir.Value:
+    """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)"""
+    # ONNX tensors are dense, so this is exact when self is contiguous in torch.
+    arg = g.node.args[0] if g.node is not None else None
+    val = getattr(arg, "meta", {}).get("val")
+    if val is not None and not val.is_contiguous():
+        raise NotImplementedError("as_strided of a tensor that is not contiguous")
+    values = [*size, *stride, storage_offset or 0]
+    if not all(isinstance(v, int) for v in values):
+        raise NotImplementedError("as_strided with symbolic sizes or strides")
+    index = torch.full(tuple(size), int(storage_offset or 0), dtype=torch.int64)
+    for d, (n, s) in enumerate(zip(size, stride, strict=False)):
+        shape = [1] * len(size)
+        shape[d] = n
+        index = index + (torch.arange(n, dtype=torch.int64) * s).reshape(shape)
+    flat = g.op.Reshape(x, g.const([-1]))
+    return g.op.Gather(flat, g.const(index), axis=0)

@@ -1,0 +1,167 @@
+"""Scatters: scatter, scatter_add, scatter_reduce, select/slice_scatter, masked_scatter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from pt2onnx._builder import RuleContext, torch_dtype
+from pt2onnx._registry import translation
+from pt2onnx.rules._common import aten, is_float, normalize_dim, rank, shape_value
+
+
+def _src_like_index(g: RuleContext, src: ir.Value, index: ir.Value) -> ir.Value:
+    """torch reads only the index-shaped corner of src; ONNX wants equal shapes."""
+    if src.shape is not None and index.shape is not None and tuple(src.shape) == tuple(index.shape):
+        return src
+    r = rank(index)
+    return g.op.Slice(src, g.const([0] * r), g.op.Shape(index), g.const(list(range(r))))
+
+
+def _scatter(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, updates: ir.Value,
+             reduction: str | None = None) -> ir.Value:
+    if rank(x) == 0:
+        # A 0-d scatter writes the single element (or reduces into it).
+        flat = g.op.Reshape(x, g.const([1]))
+        out = g.op.ScatterElements(flat, g.op.Reshape(index, g.const([-1])),
+                                   g.op.Reshape(updates, g.const([-1])), axis=0,
+                                   reduction=reduction)
+        return g.op.Reshape(out, g.const([], ir.DataType.INT64))
+    return g.op.ScatterElements(x, index, updates, axis=normalize_dim(dim, rank(x)),
+                                reduction=reduction)
+
+
+@translation(aten.scatter.src)
+def scatter_src(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src: ir.Value) -> ir.Value:
+    """scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
+    return _scatter(g, x, dim, index, g.cast(_src_like_index(g, src, index), g.dtype))
+
+
+@translation(aten.scatter.value)
+def scatter_value(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, value: Any) -> ir.Value:
+    """scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
+    updates = g.op.Expand(g.const(value, g.dtype), g.op.Shape(index))
+    return _scatter(g, x, dim, index, updates)
+
+
+@translation(aten.scatter_add.default)
+def scatter_add(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src: ir.Value) -> ir.Value:
+    """scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
+    return _scatter(g, x, dim, index, _src_like_index(g, src, index), "add")
+
+
+_ONNX_REDUCTION = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min", "mean": "add"}
+
+
+def _identity(reduce: str, dtype: ir.DataType) -> Any:
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    t = torch_dtype(dtype)
+    info = torch.finfo(t) if t.is_floating_point else torch.iinfo(t)
+    big = float("inf") if t.is_floating_point else info.max
+    return -big if reduce == "amax" else big
+
+
+def _scatter_reduce(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src: ir.Value,
+                    reduce: str, include_self: bool) -> ir.Value:
+    dtype = g.dtype
+    src = _src_like_index(g, src, index)
+    base = x
+    if not include_self:
+        # Positions that receive values start from the reduction's identity.
+        fill = g.op.Expand(g.const(_identity(reduce, dtype), dtype), g.op.Shape(index))
+        base = _scatter(g, x, dim, index, fill)
+    out = _scatter(g, base, dim, index, src, _ONNX_REDUCTION[reduce])
+    if reduce != "mean":
+        return out
+    ones = g.op.Expand(g.const(1, dtype), g.op.Shape(index))
+    start = g.op.Expand(g.const(1 if include_self else 0, dtype), g.op.Shape(x))
+    count = _scatter(g, start, dim, index, ones, "add")
+    count = g.op.Max(count, g.const(1, dtype))
+    if is_float(dtype):
+        return g.op.Div(out, count)
+    # torch floors integer means.
+    q = g.op.Div(g.cast(out, ir.DataType.DOUBLE), g.cast(count, ir.DataType.DOUBLE))
+    return g.op.Cast(g.op.Floor(q), to=dtype)
+
+
+@translation(aten.scatter_reduce.two)
+def scatter_reduce(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src: ir.Value,
+                   reduce: str, *, include_self: bool = True) -> ir.Value:
+    """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
+    if reduce in ("amax", "amin"):
+        raise NotImplementedError(
+            f"scatter_reduce(reduce='{reduce}') needs ScatterElements max/min: opset 18 or later"
+        )
+    return _scatter_reduce(g, x, dim, index, src, reduce, include_self)
+
+
+@translation(aten.scatter_reduce.two, since=18)
+def scatter_reduce18(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src: ir.Value,
+                     reduce: str, *, include_self: bool = True) -> ir.Value:
+    """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
+    return _scatter_reduce(g, x, dim, index, src, reduce, include_self)
+
+
+def _slice_write(g: RuleContext, x: ir.Value, src: ir.Value, dim: int, start: Any,
+                 step: Any) -> ir.Value:
+    """Writes src into x at start, start+step, ... along dim (src sets the count)."""
+    r = rank(x)
+    d = normalize_dim(dim, r)
+    size = src.shape[d] if src.shape is not None else None  # type: ignore[index]
+    if isinstance(start, int) and isinstance(step, int) and isinstance(size, int):
+        idx = g.const(list(range(start, start + size * step, step)))
+    else:
+        count = g.op.Gather(g.op.Shape(src), g.const([d]))
+        s = start if isinstance(start, ir.Value) else g.const(int(start))
+        st = step if isinstance(step, ir.Value) else g.const(int(step))
+        s, st = g.op.Reshape(s, g.const([1])), g.op.Reshape(st, g.const([1]))
+        idx = g.op.Range(g.op.Squeeze(s), g.op.Squeeze(g.op.Add(s, g.op.Mul(count, st))),
+                         g.op.Squeeze(st))
+    shape = [1] * r
+    shape[d] = -1
+    idx = g.op.Expand(g.op.Reshape(idx, g.const(shape)), g.op.Shape(src))
+    return g.op.ScatterElements(x, idx, g.cast(src, g.dtype), axis=d)
+
+
+@translation(aten.select_scatter.default)
+def select_scatter(g: RuleContext, x: ir.Value, src: ir.Value, dim: int, index: Any) -> ir.Value:
+    """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
+    d = normalize_dim(dim, rank(x))
+    if isinstance(index, int) and index < 0:
+        index += int(x.shape[d])  # type: ignore[index]
+    src = g.op.Unsqueeze(src, g.const([d]))
+    src.shape = ir.Shape([*list(x.shape[:d]), 1, *list(x.shape[d + 1:])])  # type: ignore[index]
+    return _slice_write(g, x, src, d, index, 1)
+
+
+@translation(aten.slice_scatter.default)
+def slice_scatter(g: RuleContext, x: ir.Value, src: ir.Value, dim: int = 0, start: Any = None,
+                  end: Any = None, step: Any = 1) -> ir.Value:
+    """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor"""
+    d = normalize_dim(dim, rank(x))
+    start = 0 if start is None else start
+    size = x.shape[d]  # type: ignore[index]
+    if isinstance(start, int) and isinstance(size, int):
+        start = min(max(start + size if start < 0 else start, 0), size)
+    return _slice_write(g, x, src, d, start, step)
+
+
+@translation(aten.masked_scatter.default)
+def masked_scatter(g: RuleContext, x: ir.Value, mask: ir.Value, source: ir.Value) -> ir.Value:
+    """masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
+    shape = shape_value(g, list(g.shape))
+    mask = g.op.Expand(g.cast(mask, ir.DataType.BOOL), shape)
+    x = g.op.Expand(x, shape)
+    flat_mask = g.op.Reshape(mask, g.const([-1]))
+    # The k-th True position takes source's k-th element.
+    pos = g.op.Sub(g.op.CumSum(g.op.Cast(flat_mask, to=ir.DataType.INT64), g.const(0)),
+                   g.const(1))
+    pos = g.op.Max(pos, g.const(0))
+    flat_src = g.op.Reshape(source, g.const([-1]))
+    picked = g.op.Reshape(g.op.Gather(flat_src, pos, axis=0), shape)
+    return g.op.Where(mask, picked, x)
