@@ -95,3 +95,78 @@ def test_specialised_dim_error_names_the_dim(tmp_path):
 def test_unknown_dynamic_shapes_key():
     with pytest.raises(pt2onnx.InvalidInputError, match="not inputs"):
         pt2onnx.export(nn.ReLU(), (torch.randn(2),), dynamic_shapes={"y": {0: Dim("n")}})
+
+
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+TINY = dict(vocab_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def _llama():
+    cfg = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, intermediate_size=64,
+                                   max_position_embeddings=128, **TINY)
+    return cfg, transformers.LlamaForCausalLM(cfg).eval()
+
+
+def _decoder_inputs(cfg, batch, seq, past):
+    kwargs = {"input_ids": torch.randint(3, 128, (batch, seq)),
+              "attention_mask": torch.ones(batch, past + seq, dtype=torch.int64)}
+    kwargs["attention_mask"][0, : past // 2] = 0
+    if past:
+        cache = transformers.DynamicCache(config=cfg)
+        for layer in range(cfg.num_hidden_layers):
+            cache.update(torch.randn(batch, 2, past, 8), torch.randn(batch, 2, past, 8), layer)
+        kwargs["past_key_values"] = cache
+        kwargs["use_cache"] = True
+    else:
+        kwargs["use_cache"] = False
+    return kwargs
+
+
+def test_decoder_over_batch_and_sequence_without_cache(tmp_path):
+    cfg, model = _llama()
+    b, s = Dim("batch", max=32), Dim("seq", max=64)
+    prog = pt2onnx.export(model, (), tmp_path / "llama.onnx",
+                          kwargs=_decoder_inputs(cfg, 2, 6, 0),
+                          dynamic_shapes={"input_ids": {0: b, 1: s},
+                                          "attention_mask": {0: b, 1: s}})
+    onnx.checker.check_model(str(tmp_path / "llama.onnx"), full_check=True)
+    assert _dims(prog.model.graph.outputs) == [["batch", "seq", 128]]
+    for batch, seq in [(1, 3), (3, 9), (2, 20)]:
+        assert prog.verify(**_decoder_inputs(cfg, batch, seq, 0)).ok, (batch, seq)
+
+
+def test_decoder_with_past_key_values(tmp_path):
+    cfg, model = _llama()
+    b, s, p = Dim("batch", max=32), Dim("seq", max=64), Dim("past", max=64)
+    total = Dim("total", min=4, max=128)
+    shapes = {"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: total},
+              "past_key_values": [{0: b, 2: p}] * 4}
+    prog = pt2onnx.export(model, (), tmp_path / "llama.onnx",
+                          kwargs=_decoder_inputs(cfg, 2, 3, 5), dynamic_shapes=shapes)
+    onnx.checker.check_model(str(tmp_path / "llama.onnx"), full_check=True)
+    inputs = _dims(prog.model.graph.inputs)
+    assert inputs[2] == ["batch", 2, "past", 8]
+    outputs = _dims(prog.model.graph.outputs)
+    assert outputs[0] == ["batch", "seq", 128] and outputs[1] == ["batch", 2, "past + seq", 8]
+    for batch, seq, past in [(1, 1, 7), (3, 4, 2), (2, 1, 12)]:
+        assert prog.verify(**_decoder_inputs(cfg, batch, seq, past)).ok, (batch, seq, past)
+
+
+def test_encoder_over_batch_and_sequence():
+    cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=64, **TINY)
+    model = transformers.BertModel(cfg).eval()
+    b, s = Dim("batch", max=32), Dim("seq", max=64)
+
+    def inputs(batch, seq):
+        mask = torch.ones(batch, seq, dtype=torch.int64)
+        mask[0, seq // 2:] = 0
+        return {"input_ids": torch.randint(3, 128, (batch, seq)), "attention_mask": mask}
+
+    prog = pt2onnx.export(model, (), kwargs=inputs(2, 8),
+                          dynamic_shapes={"input_ids": {0: b, 1: s},
+                                          "attention_mask": {0: b, 1: s}})
+    assert _dims(prog.model.graph.outputs) == [["batch", "seq", 32], ["batch", 32]]
+    for batch, seq in [(1, 4), (4, 16), (3, 31)]:
+        assert prog.verify(**inputs(batch, seq)).ok, (batch, seq)

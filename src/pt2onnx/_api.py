@@ -154,8 +154,11 @@ class OnnxProgram:
 
     def run(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
         """Runs the model in onnxruntime on the same kind of inputs as the export."""
+        return self._run_flat(self._flat_inputs(args, kwargs))
+
+    def _run_flat(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         session = self._get_session()
-        feeds = dict(zip([i.name for i in session.get_inputs()], self._flat_inputs(args, kwargs)))
+        feeds = dict(zip([i.name for i in session.get_inputs()], arrays))
         return list(session.run(None, feeds))
 
     def verify(
@@ -164,9 +167,12 @@ class OnnxProgram:
         """Compares each output with eager PyTorch: max abs/rel error per output."""
         if self._module is None:
             raise ExportError("this program has no eager model to compare against.")
+        # Snapshot the inputs first: eager models may update them in place
+        # (a transformers cache grows by the new keys and values).
+        arrays = [a.copy() for a in self._flat_inputs(args, kwargs)]
         with torch.no_grad():
             expected = flatten_tensors(self._module(*args, **kwargs))
-        actual = self.run(*args, **kwargs)
+        actual = self._run_flat(arrays)
         names = [v.name or f"output_{i}" for i, v in enumerate(self.model.graph.outputs)]
         result = compare(names, expected, actual, atol, rtol)
         self.report.verification = result

@@ -179,6 +179,14 @@ def _walk_spec(value: Any, spec: Any, out: dict[int, dict[int, str]]) -> None:
         for key, s in spec.items():
             if key in value:
                 _walk_spec(value[key], s, out)
+    elif isinstance(spec, (list, tuple)):
+        # A registered container (a transformers cache): the spec lists its leaves.
+        import torch.utils._pytree as pytree
+
+        leaves = [x for x in pytree.tree_leaves(value) if isinstance(x, torch.Tensor)]
+        if len(leaves) == len(spec):
+            for v, s in zip(leaves, spec):
+                _walk_spec(v, s, out)
 
 
 def register_output_containers() -> None:
@@ -242,8 +250,22 @@ def _unflatten_dynamic_cache(cls: type, leaves: Any, n: int) -> Any:
         names = [f"key_{i}" for i in range(n)] + [f"value_{i}" for i in range(n)]
         return dict(zip(names, leaves, strict=True))
     cache = cls()
+    layers = getattr(cache, "layers", None)
+    layer_cls = getattr(sys.modules.get("transformers.cache_utils"), "DynamicLayer", None)
+    if layers is None or layer_cls is None:
+        for i in range(n):
+            cache.update(leaves[i], leaves[n + i], i)
+        return cache
+    # Fill the layers directly: DynamicCache.update would first create an empty
+    # tensor with torch.tensor([]), which torch.export lifts to a constant again
+    # each time the program is retraced (run_decompositions then fails with
+    # "Constant tensor lifted_tensor_N is not in the constants dictionary").
     for i in range(n):
-        cache.update(leaves[i], leaves[n + i], i)
+        layer = layer_cls()
+        layer.dtype, layer.device = leaves[i].dtype, leaves[i].device
+        layer.keys, layer.values = leaves[i], leaves[n + i]
+        layer.is_initialized = True
+        layers.append(layer)
     return cache
 
 

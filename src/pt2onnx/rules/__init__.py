@@ -9,6 +9,7 @@ from pt2onnx.rules import (  # noqa: F401
     control_flow,
     core,
     creation,
+    data_dependent,
     distance,
     elementwise,
     indexing,
@@ -20,4 +21,5 @@ from pt2onnx.rules import (  # noqa: F401
     scatter,
     shape,
     sorting,
+    symbolic,
 )

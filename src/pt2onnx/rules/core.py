@@ -45,22 +45,6 @@ for _name in ("_assert_async", "_assert_scalar", "sym_constrain_range",
 translation(torch._check if hasattr(torch, "_check") else _noop)(_noop)
 
 
-def _sym_binary(onnx_op: str):  # type: ignore[no-untyped-def]
-    def rule(g: RuleContext, a: Any, b: Any) -> ir.Value:
-        dtype = ir.DataType.INT64
-        va = a if isinstance(a, ir.Value) else g.const(a, dtype)
-        vb = b if isinstance(b, ir.Value) else g.const(b, dtype)
-        return getattr(g.op, onnx_op)(va, vb)
-
-    rule.__doc__ = f"SymInt arithmetic as ONNX {onnx_op}"
-    return rule
-
-
-for _fn, _onnx in ((operator.add, "Add"), (operator.sub, "Sub"), (operator.mul, "Mul"),
-                   (operator.floordiv, "Div")):
-    translation(_fn)(_sym_binary(_onnx))
-
-
 @translation(aten._local_scalar_dense.default)
 def local_scalar_dense(g: RuleContext, x: ir.Value) -> ir.Value:
     """_local_scalar_dense(Tensor self) -> Scalar"""

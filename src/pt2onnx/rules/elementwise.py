@@ -128,7 +128,13 @@ def _binary(onnx_op: str, g: RuleContext, a: Any, b: Any, alpha: Any = 1) -> ir.
     b_val = operand(g, b, dtype)
     if alpha != 1:
         b_val = g.op.Mul(b_val, g.const(alpha, dtype))
+    if dtype == ir.DataType.BOOL:
+        # ONNX arithmetic has no bool kernels; on bools torch's add is or, mul is and.
+        onnx_op = _BOOL_ARITH.get(onnx_op, onnx_op)
     return getattr(g.op, onnx_op)(operand(g, a, dtype), b_val)
+
+
+_BOOL_ARITH = {"Add": "Or", "Mul": "And", "Max": "Or", "Min": "And"}
 
 
 for _op in (aten.add.Tensor, aten.add.Scalar):

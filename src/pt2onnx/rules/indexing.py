@@ -35,15 +35,27 @@ def gather(g: RuleContext, x: ir.Value, dim: int, index: ir.Value,
     return g.op.GatherElements(x, index, axis=normalize_dim(dim, rank(x)))
 
 
+def expand_bool_indices(g: RuleContext, indices: list[ir.Value | None]) -> list[ir.Value | None]:
+    """A k-D boolean mask is the k int64 index tensors of its nonzero positions."""
+    out: list[ir.Value | None] = []
+    for idx in indices:
+        if idx is None or idx.dtype != ir.DataType.BOOL:
+            out.append(idx)
+            continue
+        k = rank(idx)
+        positions = g.op.NonZero(idx)  # shape [k, n]
+        for j in range(k):
+            col = g.op.Gather(positions, g.const(j), axis=0)
+            col.dtype, col.shape = ir.DataType.INT64, ir.Shape([None])
+            out.append(col)
+    return out
+
+
 @translation(aten.index.Tensor)
 def index(g: RuleContext, x: ir.Value, indices: list[ir.Value | None]) -> ir.Value:
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
+    indices = expand_bool_indices(g, indices)
     present = [i for i, idx in enumerate(indices) if idx is not None]
-    for i in present:
-        if indices[i].dtype == ir.DataType.BOOL:  # type: ignore[union-attr]
-            raise NotImplementedError(
-                "boolean-mask indexing has a data-dependent shape; it is handled by nonzero"
-            )
     if len(present) == 1:
         i = present[0]
         return g.op.Gather(x, indices[i], axis=i)
@@ -82,6 +94,7 @@ def index(g: RuleContext, x: ir.Value, indices: list[ir.Value | None]) -> ir.Val
 def index_put(g: RuleContext, x: ir.Value, indices: list[ir.Value | None], values: ir.Value,
               accumulate: bool = False) -> ir.Value:
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
+    indices = expand_bool_indices(g, indices)
     present = [i for i, idx in enumerate(indices) if idx is not None]
     if present != list(range(len(present))):
         raise NotImplementedError("index_put with leading None indices")

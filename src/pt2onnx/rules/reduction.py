@@ -114,7 +114,9 @@ def _var(g: RuleContext, x: ir.Value, dim: Any, correction: Any, keepdim: bool) 
     x = g.cast(x, dtype)
     mean = reduce(g, "ReduceMean", x, dim, True)
     centered = g.op.Sub(x, mean)
-    sq = reduce(g, "ReduceSum", g.op.Mul(centered, centered), dim, keepdim)
+    squares = g.op.Mul(centered, centered)
+    squares.shape = x.shape
+    sq = reduce(g, "ReduceSum", squares, dim, keepdim)
     corr = 1 if correction is None else correction
     shape = x.shape
     assert shape is not None
@@ -148,6 +150,7 @@ def std(g: RuleContext, x: ir.Value, dim: Any = None, *, correction: Any = None,
 def _any_all(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None,
              keepdim: bool = False) -> ir.Value:
     as_int = g.op.Cast(g.op.Cast(x, to=ir.DataType.BOOL), to=ir.DataType.INT32)
+    as_int.shape = x.shape
     return g.cast(reduce(g, onnx_op, as_int, dim, keepdim), ir.DataType.BOOL)
 
 
