@@ -107,7 +107,7 @@ class OnnxProgram:
     @property
     def model_proto(self) -> onnx.ModelProto:
         """The model as an ``onnx.ModelProto`` (weights inline)."""
-        if _save.initializer_bytes(self.model) > 2_000_000_000:
+        if _save.initializer_bytes(self.model) > _save.PROTO_LIMIT_BYTES:
             raise ExportError(
                 "the model's weights exceed the 2 GB protobuf limit, so it has no in-memory "
                 "ModelProto. Next step: use .save(path), which writes external data."
@@ -138,7 +138,7 @@ class OnnxProgram:
             ort = require_onnxruntime()
             opts = ort.SessionOptions()
             opts.log_severity_level = 3
-            if _save.initializer_bytes(self.model) > _save.EXTERNAL_DATA_AUTO_BYTES:
+            if _save.initializer_bytes(self.model) > _save.PROTO_LIMIT_BYTES:
                 if self._path is None:
                     raise ExportError(
                         "this model is too large to run from memory. Next step: call "
@@ -248,7 +248,19 @@ def export(
             if (custom_translations and op in custom_translations)
             or registry.lookup(op, target_opset) is not None
         )
-        program = _compat.run_decompositions(captured.program, _decomp.decomposition_table(keep))
+        custom = custom_translations or {}
+        why = _decomp.reason_to_decompose(
+            captured.program,
+            lambda op: op in custom or registry.lookup(op, target_opset) is not None,
+        )
+        if why is None:
+            program = captured.program
+            rep.decomposition = "skipped: every captured op has a rule"
+        else:
+            program = _compat.run_decompositions(
+                captured.program, _decomp.decomposition_table(keep)
+            )
+            rep.decomposition = f"run_decompositions: {why}"
     rep.fx_nodes = len(program.graph.nodes)
 
     with rep.stage("translate"):

@@ -51,3 +51,24 @@ def decomposition_table(keep: tuple[Any, ...] = KEEP) -> dict[Any, Any]:
     for op in keep:
         table.pop(op, None)
     return table
+
+
+def reason_to_decompose(program: torch.export.ExportedProgram, has_rule: Any) -> str | None:
+    """Why ``program`` must go through ``run_decompositions``; None when it need not.
+
+    Decomposition retraces the whole program, which costs about as much as
+    capturing it. It is needed only for ops without a rule and for in-place
+    ops (which decomposition functionalizes).
+    """
+    for module in program.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op != "call_function":
+                continue
+            target = node.target
+            if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
+                return f"in-place op {target} needs functionalization"
+            if not has_rule(target):
+                return f"{target} has no rule"
+    return None

@@ -14,8 +14,11 @@ import torch
 
 from pt2onnx.errors import SaveError
 
-# Above this total, a protobuf cannot hold the weights inline.
-EXTERNAL_DATA_AUTO_BYTES = 1_800_000_000
+# With external_data=None, weights above this total go to <file>.data: writing
+# them inline costs two extra copies in protobuf, and the 2 GB protobuf limit
+# makes external data necessary above PROTO_LIMIT_BYTES anyway.
+EXTERNAL_DATA_AUTO_BYTES = 256 * 2**20
+PROTO_LIMIT_BYTES = 2_000_000_000
 # Tensors smaller than this stay inline even with external data.
 EXTERNAL_MIN_BYTES = 1024
 _ALIGN = 64
@@ -118,7 +121,7 @@ def save_model(
             with _external(model, p, tmp_data):
                 proto = ir.to_proto(model)
         else:
-            if initializer_bytes(model) > 2_000_000_000:
+            if initializer_bytes(model) > PROTO_LIMIT_BYTES:
                 raise SaveError(
                     f"the weights ({initializer_bytes(model) / 1e9:.1f} GB) do not fit in one "
                     "protobuf file. Next step: pass external_data=True."

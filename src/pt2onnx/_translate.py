@@ -130,6 +130,11 @@ class Translator:
         # User-facing names of symbolic dims: sympy symbol -> sympy symbol named by the user.
         self._dim_names = dim_names or []
         self.sym_names: dict[Any, Any] = {}
+        # Debugging hooks: rules append (name, value) to g.extra_outputs (pt2onnx.as_output);
+        # fx_values maps each FX node name to its ONNX value and rule (verify(bisect=True)).
+        self.extra_outputs: list[tuple[str, ir.Value]] = []
+        self.g.extra_outputs = self.extra_outputs  # type: ignore[attr-defined]
+        self.fx_values: dict[str, tuple[ir.Value, str]] = {}
 
     # -- entry point ----------------------------------------------------
     def run(self) -> ir.Model:
@@ -271,6 +276,14 @@ class Translator:
                 self._names.discard(value.name or "")
                 value.name = self._unique(wanted)
             self.graph.outputs.append(value)
+        for name, value in self.extra_outputs:
+            if value.name in {o.name for o in self.graph.outputs} or value.producer() is None:
+                # Left in g.nodes: run() appends it after the nodes it reads.
+                source, value = value, self.g.op.Identity(value)
+                value.type, value.shape = source.type, source.shape
+            self._names.discard(value.name or "")
+            value.name = self._unique(name)
+            self.graph.outputs.append(value)
 
     def _value_of(self, arg: Any) -> Any:
         if isinstance(arg, torch.fx.Node):
@@ -316,6 +329,9 @@ class Translator:
                 "Next step: check the rule against the op's schema, or override it with "
                 "custom_translations={op: fn}."
             ) from exc
+        _check_result(node, result, entry.fn, _source_of(node, self._source_cache))
+        if isinstance(result, ir.Value):
+            self.fx_values[node.name] = (result, getattr(entry.fn, "__qualname__", str(entry.fn)))
         self._finish(node, result, start)
 
     def _arg(self, a: Any) -> Any:
@@ -447,6 +463,28 @@ class Translator:
         except Exception:
             # Not foldable here (too big, or the op needs real inputs): translate it.
             return None
+
+
+def _check_result(node: torch.fx.Node, result: Any, fn: Any, src: Source) -> None:
+    """A rule must return one value per output of its FX node."""
+    val = node.meta.get("val")
+    if not isinstance(val, (torch.Tensor, tuple, list)) or node.target is operator.getitem:
+        return
+    want = len(val) if isinstance(val, (tuple, list)) else 1
+    is_seq = isinstance(result, (tuple, list))
+    if isinstance(val, torch.Tensor):
+        if result is not None and not is_seq:
+            return
+    elif is_seq and len(result) == want:
+        return
+    where = f"\n  at {src.source}" if src.source else ""
+    shown = f"{len(result)} output(s)" if is_seq else repr(result)
+    raise TranslationError(
+        f"the rule {getattr(fn, '__qualname__', fn)} for {op_name(node.target)} returned "
+        f"{shown}, but node {node.name} has {want} tensor output(s){where}\n"
+        "Next step: return one onnx_ir.Value per output of the op (a tuple when there are "
+        "several; g.op.X(..., _outputs=n) makes n outputs)."
+    )
 
 
 def _get_attr(gm: torch.fx.GraphModule, target: str) -> Any:

@@ -48,6 +48,7 @@ class ExportReport:
     verification: Any = None
     fx_nodes: int = 0
     dynamic_dims: dict[str, str] = field(default_factory=dict)
+    decomposition: str = ""
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -75,7 +76,7 @@ class ExportReport:
         lines.append(f"| **total** | {self.total_time:.3f} |")
         lines += ["", "## Capture", "", f"- strategy: {self.capture_strategy}"]
         lines += [f"- fallback: {f}" for f in self.fallbacks]
-        lines += ["", f"- target opset: {self.opset}", f"- FX nodes: {self.fx_nodes}",
+        lines += ["", f"- decomposition: {self.decomposition}", f"- target opset: {self.opset}", f"- FX nodes: {self.fx_nodes}",
                   f"- folded at export time: {self.folded_nodes}"]
         if self.dynamic_dims:
             lines += ["", "## Dynamic dims and their guards", "", "| dim | range |", "|---|---|"]

@@ -5,11 +5,13 @@ Importing this package registers every rule in ``pt2onnx._registry.REGISTRY``.
 
 from pt2onnx.rules import (  # noqa: F401
     attention,
+    composite,
     backward,
     control_flow,
     core,
     creation,
     data_dependent,
+    debug,
     distance,
     elementwise,
     indexing,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import onnx_ir as ir
+import torch
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
@@ -16,7 +17,11 @@ def linear(g: RuleContext, x: ir.Value, weight: ir.Value, bias: ir.Value | None 
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
     if rank(x) == 2 and rank(weight) == 2:
         return g.op.Gemm(x, weight, bias, transB=1)
-    w = g.transposed(weight) if rank(weight) == 2 else weight
+    # A weight used only here is stored transposed (lazily, at save time); a shared
+    # one (tied embeddings) gets a Transpose node, which onnxruntime fuses into MatMul.
+    fx_weight = g.node.args[1] if g.node is not None and len(g.node.args) > 1 else None
+    shared = isinstance(fx_weight, torch.fx.Node) and len(fx_weight.users) > 1
+    w = g.op.Transpose(weight, perm=[1, 0]) if shared else g.transposed(weight)
     out = g.op.MatMul(x, w)
     return g.op.Add(out, bias) if bias is not None else out
 
