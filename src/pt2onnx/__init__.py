@@ -5,6 +5,7 @@ from pt2onnx._api import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, OnnxProgram, expor
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
 from pt2onnx._version import __version__
+from pt2onnx.debug import annotate, as_output, unstrip
 from pt2onnx.errors import (
     CaptureError,
     ExportError,
@@ -15,13 +16,14 @@ from pt2onnx.errors import (
     UnsupportedOperatorError,
 )
 from pt2onnx.report import ExportReport
-from pt2onnx.verify import OutputComparison, VerificationResult
+from pt2onnx.verify import Divergence, OutputComparison, VerificationResult
 
 __all__ = [
     "DEFAULT_OPSET",
     "MAX_OPSET",
     "MIN_OPSET",
     "CaptureError",
+    "Divergence",
     "ExportError",
     "ExportReport",
     "InvalidInputError",
@@ -34,6 +36,9 @@ __all__ = [
     "UnsupportedOperatorError",
     "VerificationResult",
     "__version__",
+    "annotate",
+    "as_output",
     "export",
     "translation",
+    "unstrip",
 ]

@@ -13,10 +13,10 @@ import onnx
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _capture, _compat, _decomp, _save, passes
+from pt2onnx import _capture, _compat, _decomp, _save, debug, passes
 from pt2onnx._registry import REGISTRY
 from pt2onnx._translate import Translator
-from pt2onnx.errors import ExportError, InvalidInputError, OpsetError
+from pt2onnx.errors import ExportError, InvalidInputError, OpsetError, UnsupportedOperatorError
 from pt2onnx.report import ExportReport
 from pt2onnx.verify import (
     VerificationResult,
@@ -24,6 +24,9 @@ from pt2onnx.verify import (
     flatten_tensors,
     require_onnxruntime,
     to_numpy,
+)
+from pt2onnx.verify import (
+    bisect as bisect_nodes,
 )
 
 MIN_OPSET = 17
@@ -96,6 +99,11 @@ class OnnxProgram:
         self._kwarg_order = list(kwarg_order)
         self._session: Any = None
         self._path: Path | None = None
+        # Set by export: what verify(bisect=True) and save_testcase need.
+        self._program: torch.export.ExportedProgram | None = None
+        self._fx_values: dict[str, Any] = {}
+        self._example: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
+        self._extra_outputs = 0
 
     def __repr__(self) -> str:
         g = self.model.graph
@@ -114,8 +122,18 @@ class OnnxProgram:
             )
         return ir.to_proto(self.model)
 
-    def save(self, path: str | os.PathLike[str], *, external_data: bool | None = None) -> Path:
-        """Writes the model atomically; large weights go to ``<path>.data`` beside it."""
+    def save(
+        self, path: str | os.PathLike[str], *, external_data: bool | None = None,
+        strip_weights: bool = False,
+    ) -> Path:
+        """Writes the model atomically; large weights go to ``<path>.data`` beside it.
+
+        With ``strip_weights=True`` large float weights are replaced by their
+        statistics, to share a repro without them; ``pt2onnx.unstrip`` restores
+        random weights with the same statistics.
+        """
+        if strip_weights:
+            return debug.strip(self.model, path)
         written = _save.save_model(self.model, path, external_data)
         self._path = written
         return written
@@ -161,10 +179,29 @@ class OnnxProgram:
         feeds = dict(zip([i.name for i in session.get_inputs()], arrays))
         return list(session.run(None, feeds))
 
+    def save_testcase(self, directory: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Path:
+        """Writes ``model.onnx`` and ``test_data_set_0/{input,output}_N.pb`` (ONNX backend-test
+        layout) under directory; the inputs default to the export's example inputs and the
+        outputs come from eager PyTorch (onnxruntime when there is no eager model)."""
+        if not args and not kwargs:
+            args, kwargs = self._example
+        arrays = [a.copy() for a in self._flat_inputs(args, kwargs)]
+        if self._module is not None and not self._extra_outputs:
+            with torch.no_grad():
+                outputs = [to_numpy(t) for t in flatten_tensors(self._module(*args, **kwargs))]
+        else:
+            outputs = self._run_flat(arrays)
+        return debug.save_testcase(self.model, directory, arrays, outputs)
+
     def verify(
-        self, *args: Any, atol: float = 1e-4, rtol: float = 1e-3, **kwargs: Any
+        self, *args: Any, atol: float = 1e-4, rtol: float = 1e-3, bisect: bool = False,
+        **kwargs: Any,
     ) -> VerificationResult:
-        """Compares each output with eager PyTorch: max abs/rel error per output."""
+        """Compares each output with eager PyTorch: max abs/rel error per output.
+
+        With ``bisect=True`` and a mismatch, also finds the first FX node whose
+        ONNX value diverges from eager and names its rule and source line.
+        """
         if self._module is None:
             raise ExportError("this program has no eager model to compare against.")
         # Snapshot the inputs first: eager models may update them in place
@@ -173,8 +210,14 @@ class OnnxProgram:
         with torch.no_grad():
             expected = flatten_tensors(self._module(*args, **kwargs))
         actual = self._run_flat(arrays)
+        if self._extra_outputs:  # pt2onnx.as_output values come after the model's outputs
+            actual = actual[: len(actual) - self._extra_outputs]
         names = [v.name or f"output_{i}" for i, v in enumerate(self.model.graph.outputs)]
         result = compare(names, expected, actual, atol, rtol)
+        if bisect and not result.ok and self._program is not None:
+            found = bisect_nodes(self.model, self._program, self._fx_values, arrays,
+                                 args, kwargs, atol, rtol)
+            result = VerificationResult(result.outputs, found, bisected=True)
         self.report.verification = result
         return result
 
@@ -220,6 +263,10 @@ def export(
     args, kwargs = _capture.check_args(args, kwargs)
     if f is not None:
         _save.check_path(f)
+    report_path = _report_path(report, f)
+    if report_path is not None:
+        _save.check_path(report_path)
+    _check_custom(custom_translations)
     if dynamic_axes:
         if dynamic_shapes is not None:
             raise InvalidInputError(
@@ -236,7 +283,7 @@ def export(
         dynamic_shapes = _dynamic_axes_to_shapes(args, kwargs, input_names, dynamic_axes)
 
     rep = ExportReport(opset=target_opset)
-    with rep.stage("capture"):
+    with rep.stage("capture"), debug.preserving_meta():
         captured = _capture.capture(model, args, kwargs, dynamic_shapes)
     rep.capture_strategy = captured.strategy
     rep.fallbacks = list(captured.fallbacks)
@@ -270,7 +317,13 @@ def export(
             list(output_names) if output_names else None,
             _capture.user_dim_names(model, args, kwargs, dynamic_shapes, captured.program),
         )
-        onnx_model = translator.run()
+        try:
+            onnx_model = translator.run()
+        except UnsupportedOperatorError as exc:
+            rep.unsupported = list(exc.missing)
+            if report_path is not None:
+                report_path.write_text(rep.to_markdown())
+            raise
     rep.folded_nodes = translator.folded
     rep.dynamic_dims = _dynamic_dims(program, translator.sym_names)
     rep.warnings.extend(translator.warnings)
@@ -284,23 +337,44 @@ def export(
     else:
         eager = _capture.as_module(model)
     prog = OnnxProgram(onnx_model, rep, eager, list(kwargs))
+    prog._program, prog._fx_values = program, translator.fx_values
+    prog._example, prog._extra_outputs = (args, kwargs), len(translator.extra_outputs)
     if f is not None:
         with rep.stage("save"):
             prog.save(f, external_data=external_data)
     if verify:
         with rep.stage("verify"):
-            result = prog.verify(*args, **kwargs)
+            result = prog.verify(*args, bisect=True, **kwargs)
         if not result.ok:
             warnings.warn(
                 "the exported model does not match eager PyTorch:\n" + str(result), stacklevel=2
             )
-    if report:
-        path = Path(report) if not isinstance(report, bool) else (
-            Path(f).with_suffix(".report.md") if f is not None else None
-        )
-        if path is not None:
-            path.write_text(rep.to_markdown())
+    if report_path is not None:
+        report_path.write_text(rep.to_markdown())
     return prog
+
+
+def _report_path(report: bool | str | os.PathLike[str], f: Any) -> Path | None:
+    """Where the Markdown report goes: a given path, or beside ``f`` for True."""
+    if isinstance(report, bool):
+        return Path(f).with_suffix(".report.md") if report and f is not None else None
+    return Path(report) if report else None
+
+
+def _check_custom(custom: Any) -> None:
+    if custom is None:
+        return
+    if not isinstance(custom, Mapping):
+        raise InvalidInputError(
+            f"custom_translations must be a dict {{op: rule}}, got {type(custom).__name__}. "
+            "Next step: pass custom_translations={torch.ops.aten.relu.default: my_rule}."
+        )
+    for op, fn in custom.items():
+        if not callable(fn):
+            raise InvalidInputError(
+                f"custom_translations[{op}] is {fn!r}, not a function. Next step: map the op "
+                "to a rule such as `def rule(g, x): return g.op.Relu(x)`."
+            )
 
 
 def _dynamic_dims(program: torch.export.ExportedProgram, names: dict[Any, Any]) -> dict[str, str]:

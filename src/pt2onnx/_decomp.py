@@ -68,7 +68,43 @@ def reason_to_decompose(program: torch.export.ExportedProgram, has_rule: Any) ->
                 continue
             target = node.target
             if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
-                return f"in-place op {target} needs functionalization"
+                functional = functional_variant(node)
+                if functional is None:
+                    return f"in-place op {target} needs functionalization"
+                target = functional
             if not has_rule(target):
                 return f"{target} has no rule"
     return None
+
+
+def functional_variant(node: torch.fx.Node) -> Any:
+    """``aten.add.Tensor`` for an ``aten.add_.Tensor`` node that is safe to rebind.
+
+    Safe means the mutated tensor is a fresh result of a non-view op and no
+    view of it exists, so replacing it by the functional result everywhere
+    after this node is exactly what the mutation does. Anything else returns
+    None, and the program is functionalized by run_decompositions instead.
+    """
+    op = node.target
+    schema = op._schema
+    name = schema.name.split("::")[-1]
+    if not name.endswith("_") or name.endswith("__") or not schema.arguments:
+        return None
+    first = schema.arguments[0].alias_info
+    if first is None or not first.is_write:
+        return None
+    if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments[1:]):
+        return None
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    functional = getattr(packet, op._overloadname, None) if packet is not None else None
+    mutated = node.args[0] if node.args else None
+    if functional is None or not isinstance(mutated, torch.fx.Node):
+        return None
+    producer = mutated.target
+    if mutated.op != "call_function" or not isinstance(producer, torch._ops.OpOverload):
+        return None
+    if producer.is_view or any(
+        isinstance(u.target, torch._ops.OpOverload) and u.target.is_view for u in mutated.users
+    ):
+        return None
+    return functional

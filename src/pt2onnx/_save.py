@@ -57,7 +57,7 @@ def initializer_bytes(model: ir.Model) -> int:
 def _torch_bytes(tensor: ir.TensorProtocol) -> Any:
     """A buffer over the tensor's bytes; no copy for contiguous torch tensors."""
     if isinstance(tensor, ir.LazyTensor):
-        tensor = tensor.func()
+        tensor = tensor.raw()  # a LazyTensor's raw is the function that makes the tensor
     raw = getattr(tensor, "raw", None)
     if isinstance(raw, torch.Tensor):
         t = raw.detach()

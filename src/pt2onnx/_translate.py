@@ -11,7 +11,7 @@ import onnx_ir as ir
 import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
-from pt2onnx import _builder
+from pt2onnx import _builder, _decomp
 from pt2onnx._registry import Registry, RuleEntry, op_name
 from pt2onnx.errors import MissingOp, TranslationError, UnsupportedOperatorError
 
@@ -50,11 +50,22 @@ def _source_of(node: torch.fx.Node, cache: dict[Any, Source]) -> Source:
         return hit
     source = ""
     lines = [ln for ln in stack.strip().splitlines() if ln.strip()]
+    # The innermost frame from a real file: generated code (<eval_with_key>.N, whose
+    # number changes from run to run) and torch's own frames are skipped.
+    fallback = ""
     for i in range(len(lines) - 1, -1, -1):
-        if lines[i].lstrip().startswith("File "):
-            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            source = f"{lines[i].strip()}: {code}" if code else lines[i].strip()
-            break
+        line = lines[i].strip()
+        if not line.startswith("File "):
+            continue
+        code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        text = f"{line}: {code}" if code else line
+        fallback = fallback or text
+        if line.startswith('File "<') or "/site-packages/torch/" in line:
+            continue
+        source = text
+        break
+    if not source and fallback and not fallback.startswith('File "<'):
+        source = fallback
     module, module_type = "", ""
     if modules:
         path, mtype = list(modules.values())[-1]
@@ -301,6 +312,12 @@ class Translator:
                 self.env[node] = result
                 self.folded += 1
                 return
+        mutated = None
+        if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
+            functional = _decomp.functional_variant(node)
+            if functional is not None:
+                # Functionalize by rebinding: later readers of the tensor see the result.
+                mutated, target = node.args[0], functional
         entry = self.custom.get(target) or self.registry.lookup(target, self.opset)
         if entry is None:
             src = _source_of(node, self._source_cache)
@@ -333,6 +350,8 @@ class Translator:
         if isinstance(result, ir.Value):
             self.fx_values[node.name] = (result, getattr(entry.fn, "__qualname__", str(entry.fn)))
         self._finish(node, result, start)
+        if mutated is not None:
+            self.env[mutated] = result
 
     def _arg(self, a: Any) -> Any:
         if isinstance(a, torch.fx.Node):

@@ -1,10 +1,67 @@
-"""The ``pt2onnx`` command line."""
+"""The ``pt2onnx`` command line.
+
+Exit codes: 0 success, 1 verification mismatch, 2 usage error, 3 export error.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pt2onnx import _cli_io as io
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    import pt2onnx
+
+    model, inputs, names = io.load_model_and_inputs(args)
+    out = Path(args.output or "model.onnx")
+    dynamic_axes = io.parse_dynamic(args.dynamic, names)
+    report: Any = False
+    if args.report:
+        report = True if args.report is True else args.report
+    with io.progress(quiet=args.quiet), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a mismatch is printed below, with its bisection
+        prog = pt2onnx.export(
+            model, inputs, out, input_names=names or None, dynamic_axes=dynamic_axes or None,
+            opset=args.opset, report=report, verify=args.verify,
+        )
+    print(f"wrote {out} ({sum(prog.report.op_histogram.values())} ONNX nodes, "
+          f"opset {prog.report.opset}): {prog.report.timing_line()}")
+    if report:
+        print(f"report: {out.with_suffix('.report.md') if report is True else report}")
+    result = prog.report.verification
+    if result is not None:
+        print(result)
+        return 0 if result.ok else 1
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    import pt2onnx
+
+    model, inputs, names = io.load_model_and_inputs(args)
+    if args.onnx:
+        result = io.verify_file(Path(args.onnx), model, inputs, args.atol, args.rtol)
+    else:
+        with io.progress(quiet=args.quiet):
+            prog = pt2onnx.export(model, inputs, input_names=names or None, opset=args.opset)
+        result = prog.verify(*inputs, atol=args.atol, rtol=args.rtol, bisect=True)
+    print(result)
+    print("verify: ok" if result.ok else "verify: MISMATCH")
+    return 0 if result.ok else 1
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    summary = io.summarize(Path(args.path))
+    print(json.dumps(summary, indent=1) if args.json else io.format_summary(summary))
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -49,12 +106,49 @@ def _cmd_ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path/to/file.py:factory or package.module:factory; the "
+                   "factory returns a module, or (module, example_inputs)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME:SHAPE:DTYPE",
+                   help="an input as name:1x3x224x224:float32 (repeatable, in order)")
+    p.add_argument("--inputs-factory", metavar="MODULE:FN",
+                   help="a function returning the example inputs (a tuple)")
+    p.add_argument("--inputs", metavar="FILE.pt", help="example inputs saved with torch.save")
+    p.add_argument("--opset", type=int, help="target ONNX opset (17-26)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+
+def _add_commands(sub: Any) -> None:
+    export = sub.add_parser("export", help="export a model to ONNX")
+    _model_options(export)
+    export.add_argument("-o", "--output", help="the .onnx file to write (default: model.onnx)")
+    export.add_argument("--dynamic", action="append", default=[], metavar="NAME:AXIS=DIM",
+                        help="a dynamic axis, e.g. x:0=batch (repeatable)")
+    export.add_argument("--verify", action="store_true",
+                        help="compare onnxruntime with eager PyTorch (exit 1 on mismatch)")
+    export.add_argument("--report", nargs="?", const=True, metavar="PATH",
+                        help="write the Markdown export report (default: beside the model)")
+    export.set_defaults(fn=_cmd_export)
+    verify = sub.add_parser("verify", help="run a model in onnxruntime against its PyTorch source")
+    _model_options(verify)
+    verify.add_argument("--onnx", help="an exported .onnx file (default: export in memory and "
+                        "bisect a mismatch to the first diverging node)")
+    verify.add_argument("--atol", type=float, default=1e-4)
+    verify.add_argument("--rtol", type=float, default=1e-3)
+    verify.set_defaults(fn=_cmd_verify)
+    inspect = sub.add_parser("inspect", help="summarise an .onnx file")
+    inspect.add_argument("path", help="the .onnx file")
+    inspect.add_argument("--json", action="store_true", help="machine-readable output")
+    inspect.set_defaults(fn=_cmd_inspect)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from pt2onnx._version import __version__
 
     parser = argparse.ArgumentParser(prog="pt2onnx", description="Export PyTorch models to ONNX.")
     parser.add_argument("--version", action="version", version=f"pt2onnx {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_commands(sub)
     demo = sub.add_parser("demo", help="export the bundled example models and verify them")
     demo.add_argument("--output-dir", help="where to write the .onnx files (default: a temp dir)")
     demo.set_defaults(fn=_cmd_demo)
@@ -67,11 +161,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes: 0 success, 1 verification mismatch, 2 usage error, 3 export error."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     from pt2onnx.errors import ExportError
 
     try:
         return int(args.fn(args))
+    except io.UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"pt2onnx: error: {exc}", file=sys.stderr)
+        return 2
     except ExportError as exc:
         print(f"pt2onnx: error: {exc}", file=sys.stderr)
         return 3

@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from pt2onnx.errors import MissingOp
 
 STAGES = ("capture", "decompose", "translate", "optimize", "save", "verify")
+# Called with (stage, seconds or None at its start); set by on_stage (the CLI's progress).
+_listeners: list[Callable[[str, float | None], None]] = []
+
+
+@contextlib.contextmanager
+def on_stage(callback: Callable[[str, float | None], None]) -> Iterator[None]:
+    """Calls ``callback(stage, None)`` as each export stage starts and
+    ``callback(stage, seconds)`` as it ends, inside the block."""
+    _listeners.append(callback)
+    try:
+        yield
+    finally:
+        _listeners.remove(callback)
 
 
 def versions() -> dict[str, str]:
@@ -53,10 +66,15 @@ class ExportReport:
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
+        for listener in list(_listeners):
+            listener(name, None)
         try:
             yield
         finally:
-            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+            seconds = time.perf_counter() - start
+            self.timings[name] = self.timings.get(name, 0.0) + seconds
+            for listener in list(_listeners):
+                listener(name, seconds)
 
     @property
     def total_time(self) -> float:
@@ -85,7 +103,13 @@ class ExportReport:
             lines += ["", "## Warnings", ""] + [f"- {w}" for w in self.warnings]
         if self.unsupported:
             lines += ["", "## Unsupported operators", ""]
-            lines += [f"- `{m.op}` at {m.source} (module `{m.module}`)" for m in self.unsupported]
+            lines += [
+                f"- `{m.op}` (node `{m.node}`) at {m.source or '<no source line>'}"
+                + (f" in module `{m.module}`" if m.module else "")
+                for m in self.unsupported
+            ]
+            lines += ["", "Next step: add a rule with `@pt2onnx.translation(op)` or "
+                      "`custom_translations={op: fn}`; see docs/extending.md."]
         lines += ["", "## ONNX operators", "", "| op | count |", "|---|---|"]
         for op, n in sorted(self.op_histogram.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"| {op} | {n} |")

@@ -29,8 +29,33 @@ class OutputComparison:
 
 
 @dataclass(frozen=True)
+class Divergence:
+    """The first FX node whose ONNX value differs from eager PyTorch."""
+
+    node: str
+    op: str
+    rule: str
+    source: str
+    module: str
+    max_abs_error: float
+    tolerance: float
+
+    def __str__(self) -> str:
+        where = f"\n  at {self.source}" if self.source else ""
+        module = f"\n  in module '{self.module}'" if self.module else ""
+        return (
+            f"first divergence: node {self.node} ({self.op}), translated by rule "
+            f"{self.rule}: max abs err {self.max_abs_error:.3g} > tolerance "
+            f"{self.tolerance:.3g}{where}{module}"
+        )
+
+
+@dataclass(frozen=True)
 class VerificationResult:
     outputs: list[OutputComparison]
+    # Set by verify(bisect=True) on a mismatch; None when no node was found.
+    divergence: Divergence | None = None
+    bisected: bool = False
 
     @property
     def ok(self) -> bool:
@@ -43,6 +68,10 @@ class VerificationResult:
                 f"| {o.name} | {o.max_abs_error:.3g} | {o.max_rel_error:.3g} | "
                 f"{o.tolerance:.3g} | {'yes' if o.ok else 'NO'} |"
             )
+        if self.divergence is not None:
+            rows += ["", str(self.divergence)]
+        elif self.bisected:
+            rows += ["", "bisection found no intermediate value that diverges"]
         return "\n".join(rows)
 
 
@@ -113,3 +142,107 @@ def compare(
             )
         )
     return VerificationResult(results)
+
+
+# -- bisection ------------------------------------------------------------------
+def eager_intermediates(
+    program: torch.export.ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """Every FX node's value, from running the program's graph node by node in eager."""
+    from torch.export.graph_signature import InputKind
+
+    user = _user_leaves(program, args, kwargs)
+    flat: list[Any] = []
+    for spec in program.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            flat.append(user.pop(0))
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            flat.append(program.state_dict.get(spec.target, program.constants.get(spec.target)))
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            flat.append(program.constants[spec.target])
+        else:
+            flat.append(None)
+    values: dict[str, Any] = {}
+
+    class _Recorder(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            out = super().run_node(n)
+            values[n.name] = out
+            return out
+
+    with torch.no_grad():
+        _Recorder(program.graph_module).run(*flat)
+    return values
+
+
+def _user_leaves(
+    program: torch.export.ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[Any]:
+    in_spec = program.call_spec.in_spec
+    if kwargs and in_spec is not None and in_spec.num_children == 2:
+        order = in_spec.children_specs[1].context or list(kwargs)
+        kwargs = {k: kwargs[k] for k in order if k in kwargs}
+    return list(pytree.tree_leaves((args, kwargs)))
+
+
+def _close(expected: torch.Tensor, actual: np.ndarray, atol: float, rtol: float) -> float:
+    """The max abs error, or inf when the shapes cannot be compared; 0 when within bounds."""
+    ref = to_numpy(expected)
+    act = np.asarray(actual)
+    if ref.size != act.size:
+        return float("inf")
+    result = compare(["v"], [expected], [act.reshape(ref.shape).astype(ref.dtype)], atol, rtol)
+    o = result.outputs[0]
+    return 0.0 if o.max_abs_error <= o.tolerance else o.max_abs_error
+
+
+def bisect(
+    model: Any, program: torch.export.ExportedProgram, fx_values: dict[str, tuple[Any, str]],
+    feeds: list[np.ndarray], args: tuple[Any, ...], kwargs: dict[str, Any],
+    atol: float = 1e-4, rtol: float = 1e-3,
+) -> Divergence | None:
+    """The first FX node, in graph order, whose ONNX value differs from eager."""
+    import onnx
+    import onnx_ir as ir
+
+    eager = eager_intermediates(program, args, kwargs)
+    proto = ir.to_proto(model)
+    produced = {o for n in proto.graph.node for o in n.output}
+    present = {o.name for o in proto.graph.output}
+    exposed: list[str] = []
+    for node in program.graph.nodes:
+        entry = fx_values.get(node.name)
+        if entry is None or not isinstance(eager.get(node.name), torch.Tensor):
+            continue
+        name = entry[0].name
+        if name in produced and name not in exposed:
+            exposed.append(name)
+            if name not in present:
+                proto.graph.output.append(onnx.ValueInfoProto(name=name))
+    session = _session(proto)
+    inputs = [i.name for i in session.get_inputs()]
+    results = dict(zip(exposed, session.run(exposed, dict(zip(inputs, feeds)))))
+    for node in program.graph.nodes:
+        entry = fx_values.get(node.name)
+        if entry is None or entry[0].name not in results:
+            continue
+        value, rule = entry
+        err = _close(eager[node.name], results[value.name], atol, rtol)
+        if err:
+            producer = value.producer()
+            props = dict(producer.metadata_props) if producer is not None else {}
+            tol = default_tolerance(to_numpy(eager[node.name]), atol, rtol)
+            from pt2onnx._registry import op_name
+
+            return Divergence(node.name, op_name(node.target), rule,
+                              props.get("pt2onnx.source", ""), props.get("pt2onnx.module", ""),
+                              err, tol)
+    return None
+
+
+def _session(proto: Any) -> Any:
+    ort = require_onnxruntime()
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(proto.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])

@@ -176,5 +176,7 @@ def test_hf_zoo_use_cache(case: Case, tmp_path) -> None:
     model = build(case)
     kwargs = {**make_inputs(case, model), "use_cache": True}
     prog = export_and_verify(model, (), tmp_path, kwargs=kwargs, name=case.name)
+    names = [v.name for v in prog.model.graph.outputs]
     layers = model.config.num_hidden_layers
-    assert len(prog.model.graph.outputs) == 1 + 2 * layers
+    assert names[0] == "logits" and len(names) == 1 + 2 * layers
+    assert names[1] == "past_key_values_key_0" and names[-1] == f"past_key_values_value_{layers - 1}"

@@ -99,6 +99,12 @@ def adaptive_avg_pool2d_backward(g: RuleContext, grad: ir.Value, x: ir.Value) ->
     return _avg_pool_grad(g, grad, x, kernel, kernel, [0, 0], True, None)
 
 
+def _like(value: ir.Value, x: ir.Value) -> ir.Value:
+    """value, marked with x's shape (for the rank that reduce() reads)."""
+    value.shape = x.shape
+    return value
+
+
 @translation(aten.native_layer_norm_backward.default)
 def native_layer_norm_backward(g: RuleContext, grad: ir.Value, x: ir.Value,
                                normalized_shape: list[Any], mean: ir.Value, rstd: ir.Value,
@@ -107,16 +113,16 @@ def native_layer_norm_backward(g: RuleContext, grad: ir.Value, x: ir.Value,
     """native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
     r, k = rank(x), len(normalized_shape)
     inner, outer = list(range(r - k, r)), list(range(r - k))
-    xhat = g.op.Mul(g.op.Sub(x, mean), rstd)
-    gw = g.op.Mul(grad, weight) if weight is not None else grad
+    xhat = _like(g.op.Mul(g.op.Sub(x, mean), rstd), x)
+    gw = _like(g.op.Mul(grad, weight), x) if weight is not None else grad
     dx = dw = db = None
     if output_mask[0]:
         a = reduce(g, "ReduceMean", gw, inner, True)
-        b = reduce(g, "ReduceMean", g.op.Mul(gw, xhat), inner, True)
+        b = reduce(g, "ReduceMean", _like(g.op.Mul(gw, xhat), x), inner, True)
         dx = g.op.Mul(rstd, g.op.Sub(g.op.Sub(gw, a), g.op.Mul(xhat, b)))
     if output_mask[1] and weight is not None:
-        dw = reduce(g, "ReduceSum", g.op.Mul(grad, xhat), outer, False) if outer else g.op.Mul(
-            grad, xhat)
+        gx = _like(g.op.Mul(grad, xhat), x)
+        dw = reduce(g, "ReduceSum", gx, outer, False) if outer else gx
     if output_mask[2] and bias is not None:
         db = reduce(g, "ReduceSum", grad, outer, False) if outer else g.op.Identity(grad)
     return dx, dw, db

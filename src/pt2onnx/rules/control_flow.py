@@ -51,10 +51,8 @@ def while_loop(g: RuleContext, cond_fn: torch.fx.GraphModule, body_fn: torch.fx.
     additional = list(additional)
     (first,) = g.inline(cond_fn, carried + additional)
     with g.scope() as body_nodes:
-        iteration = ir.Value(name=f"iter_{id(body_nodes)}", type=ir.TensorType(ir.DataType.INT64),
-                             shape=ir.Shape([]))
-        cond_in = ir.Value(name=f"cond_in_{id(body_nodes)}", type=ir.TensorType(ir.DataType.BOOL),
-                           shape=ir.Shape([]))
+        iteration = g.formal(g.const(0), "iter")
+        cond_in = g.formal(g.const(True), "cond_in")
         formals = [g.formal(c, "carried") for c in carried]
         new_carried = g.inline(body_fn, formals + additional)
         (again,) = g.inline(cond_fn, list(new_carried) + additional)

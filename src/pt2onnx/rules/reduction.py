@@ -203,3 +203,25 @@ def var_dim(g: RuleContext, x: ir.Value, dim: Any = None, unbiased: bool = True,
             keepdim: bool = False) -> ir.Value:
     """var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor"""
     return _var(g, x, dim, 1 if unbiased else 0, keepdim)
+
+
+@translation(aten.linalg_vector_norm.default)
+def linalg_vector_norm(g: RuleContext, x: ir.Value, ord: Any = 2, dim: Any = None,
+                       keepdim: bool = False, *, dtype: Any = None) -> ir.Value:
+    """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    x = g.cast(x, g.dtype)
+    if ord == 2:
+        return reduce(g, "ReduceL2", x, dim, keepdim)
+    if ord == 1:
+        return reduce(g, "ReduceL1", x, dim, keepdim)
+    absx = g.op.Abs(x)
+    if ord == float("inf"):
+        return reduce(g, "ReduceMax", absx, dim, keepdim)
+    if ord == float("-inf"):
+        return reduce(g, "ReduceMin", absx, dim, keepdim)
+    if ord == 0:
+        nonzero = g.op.Cast(g.op.Not(g.op.Equal(x, g.const(0.0, g.dtype))), to=g.dtype)
+        return reduce(g, "ReduceSum", nonzero, dim, keepdim)
+    p = g.const(float(ord), g.dtype)
+    total = reduce(g, "ReduceSum", g.op.Pow(absx, p), dim, keepdim)
+    return g.op.Pow(total, g.const(1.0 / float(ord), g.dtype))

@@ -1,0 +1,51 @@
+"""Decomposition runs only when the captured program needs it."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import pt2onnx
+
+
+class InPlaceOnFresh(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        a = y + 1  # reads y before the update
+        y.add_(3)
+        y.mul_(a)
+        return y.relu_(), a
+
+
+class InPlaceOnView(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y[:, 0] = 1  # writes through a view: needs functionalization
+        return y + 1
+
+
+def test_rebinding_in_place_ops_skips_decomposition():
+    x = torch.randn(3, 4)
+    prog = pt2onnx.export(InPlaceOnFresh(), (x,))
+    assert prog.report.decomposition.startswith("skipped")
+    assert prog.report.timings["decompose"] < 0.5
+    assert prog.verify(x).ok
+
+
+def test_mutation_through_a_view_is_decomposed():
+    x = torch.randn(3, 4)
+    prog = pt2onnx.export(InPlaceOnView(), (x,))
+    assert prog.report.decomposition.startswith("run_decompositions")
+    assert "fill_" in prog.report.decomposition
+    assert prog.verify(x).ok
+
+
+def test_op_without_rule_triggers_decomposition():
+    class Cosine(nn.Module):  # a composite op with no rule: it decomposes to core ops
+        def forward(self, x, y):
+            return torch.nn.functional.cosine_similarity(x, y)
+
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    prog = pt2onnx.export(Cosine(), (x, y))
+    assert "cosine_similarity" in prog.report.decomposition
+    assert prog.verify(x, y).ok
