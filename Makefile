@@ -13,7 +13,7 @@ TV_PIP := $(TV_PY) -m pip --disable-pip-version-check -q
 TV_STAMP := $(TV_VENV)/.installed
 TV_CONSTRAINTS ?= constraints-2.14.txt
 
-.PHONY: venv venv-tv demo test test-models test-all bench lint typecheck docs clean
+.PHONY: venv venv-tv demo test test-opinfo test-models test-all bench lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 -m "not models and not slow" tests
+
+# The full OpInfo sweep (tests/rules/test_opinfo.py, slow tier); long, not part of `make test`.
+test-opinfo: $(STAMP)
+	$(PY) -m pytest -q -n 2 -m slow tests/rules
 
 test-models: $(TV_STAMP)
 	$(TV_PY) -m pytest -q -m models tests

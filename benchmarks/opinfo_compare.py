@@ -21,10 +21,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "rules"))
 
-import opinfo_harness as harness  # noqa: E402
-import opinfo_table  # noqa: E402
+import opinfo_harness as harness
+import opinfo_table
 
-import pt2onnx  # noqa: E402
+import pt2onnx
 
 
 def _run_pt2onnx(module: torch.nn.Module, tensors: tuple[Any, ...], opset: int) -> list[Any]:

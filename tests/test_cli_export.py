@@ -92,25 +92,37 @@ def test_export_from_module_path_with_factory_inputs_and_saved_pt(workdir):
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert onnx.load(str(workdir / "a.onnx")).opset_import[0].version == 18
+
+
+def test_export_with_saved_pt_inputs(workdir, monkeypatch, capsys):
     torch.save((torch.randn(2, 3),), workdir / "inputs.pt")
-    proc = _run("export", "usermodel.py:make", "--inputs", "inputs.pt", "-o", "b.onnx", "-q",
-                cwd=workdir)
-    assert proc.returncode == 0, proc.stderr
+    code, _, err = _main(["export", "usermodel.py:make", "--inputs", "inputs.pt", "-o",
+                          "b.onnx", "-q"], workdir, monkeypatch, capsys)
+    assert code == 0, err
     assert "x" in [i.name for i in onnx.load(str(workdir / "b.onnx")).graph.input]
 
 
-def test_verify_mismatch_exits_1_and_names_the_node(workdir):
-    # Exports Wrong with a wrong relu rule by hand, then verifies the file against eager.
-    proc = _run("export", "usermodel.py:wrong", "--input", "x:4x3", "-o", "w.onnx", "-q",
-                cwd=workdir)
-    assert proc.returncode == 0, proc.stderr
+def _main(argv, workdir, monkeypatch, capsys):
+    """In-process, for speed: the same main() the console script runs."""
+    from pt2onnx.cli import main
+
+    monkeypatch.chdir(workdir)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_verify_mismatch_exits_1(workdir, monkeypatch, capsys):
+    # Exports Wrong, breaks the file by hand, then verifies the file against eager.
+    code, _, err = _main(["export", "usermodel.py:wrong", "--input", "x:4x3", "-o", "w.onnx",
+                          "-q"], workdir, monkeypatch, capsys)
+    assert code == 0, err
     model = onnx.load(str(workdir / "w.onnx"))
     model.graph.node[0].op_type = "Abs"
     onnx.save(model, str(workdir / "w.onnx"))
-    proc = _run("verify", "usermodel.py:wrong", "--input", "x:4x3", "--onnx", "w.onnx",
-                cwd=workdir)
-    assert proc.returncode == 1
-    assert "MISMATCH" in proc.stdout
+    code, out, _ = _main(["verify", "usermodel.py:wrong", "--input", "x:4x3", "--onnx",
+                          "w.onnx"], workdir, monkeypatch, capsys)
+    assert code == 1 and "MISMATCH" in out
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -121,22 +133,28 @@ def test_verify_mismatch_exits_1_and_names_the_node(workdir):
     (["export", "usermodel.py:make", "--input", "x:4by3"], "ints joined by 'x'"),
     (["export", "usermodel.py:make", "--input", "x:4x3:float99"], "unknown dtype"),
     (["export", "usermodel.py:make", "--input", "x:4x3", "--dynamic", "y:0=b"], "not an input"),
+    (["export", "usermodel.py:make", "--input", "x:4x3", "--inputs", "a.pt"], "one way"),
     (["inspect", "nothing.onnx"], "no such file"),
-    (["export", "usermodel.py:make", "--opset", "nine", "--input", "x:4x3"], "invalid int"),
 ])
-def test_usage_errors_exit_2(workdir, argv, words):
-    proc = _run(*argv, cwd=workdir)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert words in proc.stderr
+def test_usage_errors_exit_2(workdir, monkeypatch, capsys, argv, words):
+    code, out, err = _main(argv, workdir, monkeypatch, capsys)
+    assert code == 2, out + err
+    assert words in err
     assert not list(workdir.glob("*.onnx"))
 
 
-def test_export_errors_exit_3_and_leave_no_file(workdir):
-    proc = _run("export", "usermodel:broken", "-o", "m.onnx", "-q", cwd=workdir)
-    assert proc.returncode == 3
-    assert "pt2onnx: error:" in proc.stderr and "torch.export" in proc.stderr
-    proc = _run("export", "usermodel.py:make", "--input", "x:4x3", "--opset", "30", "-q",
-                cwd=workdir)
-    assert proc.returncode == 3 and "outside the range" in proc.stderr
+def test_usage_error_from_argparse_exits_2(workdir):
+    proc = _run("export", "usermodel.py:make", "--opset", "nine", cwd=workdir)
+    assert proc.returncode == 2 and "invalid int" in proc.stderr
+
+
+def test_export_errors_exit_3_and_leave_no_file(workdir, monkeypatch, capsys):
+    code, _, err = _main(["export", "usermodel:broken", "-o", "m.onnx", "-q"], workdir,
+                         monkeypatch, capsys)
+    assert code == 3
+    assert "pt2onnx: error:" in err and "torch.export" in err
+    code, _, err = _main(["export", "usermodel.py:make", "--input", "x:4x3", "--opset", "30",
+                          "-q"], workdir, monkeypatch, capsys)
+    assert code == 3 and "outside the range" in err
     assert sorted(p.name for p in workdir.iterdir() if p.name != "__pycache__") == [
         "usermodel.py"]

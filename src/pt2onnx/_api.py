@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -124,17 +125,21 @@ class OnnxProgram:
 
     def save(
         self, path: str | os.PathLike[str], *, external_data: bool | None = None,
-        strip_weights: bool = False,
+        strip_weights: bool = False, weights: Any = None,
     ) -> Path:
         """Writes the model atomically; large weights go to ``<path>.data`` beside it.
 
         With ``strip_weights=True`` large float weights are replaced by their
         statistics, to share a repro without them; ``pt2onnx.unstrip`` restores
         random weights with the same statistics.
+
+        ``weights`` gives the data of a model exported from the meta device:
+        safetensors file(s), a ``state_dict`` or a callable ``name -> Tensor``.
+        Tensors are streamed one at a time into the external-data file.
         """
         if strip_weights:
             return debug.strip(self.model, path)
-        written = _save.save_model(self.model, path, external_data)
+        written = _save.save_model(self.model, path, external_data, weights)
         self._path = written
         return written
 
@@ -238,6 +243,7 @@ def export(
     verify: bool = False,
     report: bool | str | os.PathLike[str] = False,
     custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
+    weights: Any = None,
 ) -> OnnxProgram:
     """Exports a PyTorch model to ONNX.
 
@@ -255,12 +261,37 @@ def export(
         verify: compare onnxruntime with eager PyTorch on ``args``.
         report: write the Markdown export report (True: beside ``f``; or a path).
         custom_translations: ``{op: rule}`` used for this call only.
+        weights: for a model on the meta device, where its weights are
+            (safetensors file(s), a ``state_dict`` or a callable); they are
+            streamed into ``<f>.data`` one tensor at a time.
 
     Returns:
         An :class:`OnnxProgram`.
     """
+    # The export allocates many small objects that live until it ends; Python's
+    # cyclic GC would rescan all of them again and again (quadratic in graph size).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _export(
+            model, args, f, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+            input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes,
+            opset=opset, external_data=external_data, optimize=optimize, verify=verify,
+            report=report, custom_translations=custom_translations, weights=weights,
+        )
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _export(
+    model: Any, args: Any, f: Any, *, kwargs: Any, dynamic_shapes: Any, input_names: Any,
+    output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
+    verify: bool, report: Any, custom_translations: Any, weights: Any,
+) -> OnnxProgram:
     target_opset = _check_opset(opset)
     args, kwargs = _capture.check_args(args, kwargs)
+    _check_leaves(args, kwargs)
     if f is not None:
         _save.check_path(f)
     report_path = _report_path(report, f)
@@ -341,7 +372,7 @@ def export(
     prog._example, prog._extra_outputs = (args, kwargs), len(translator.extra_outputs)
     if f is not None:
         with rep.stage("save"):
-            prog.save(f, external_data=external_data)
+            prog.save(f, external_data=external_data, weights=weights)
     if verify:
         with rep.stage("verify"):
             result = prog.verify(*args, bisect=True, **kwargs)
@@ -359,6 +390,30 @@ def _report_path(report: bool | str | os.PathLike[str], f: Any) -> Path | None:
     if isinstance(report, bool):
         return Path(f).with_suffix(".report.md") if report and f is not None else None
     return Path(report) if report else None
+
+
+def _check_leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Every input leaf must be something torch.export and ONNX can represent."""
+    import torch.utils._pytree as pytree
+
+    from pt2onnx._builder import _TORCH_TO_ONNX
+
+    _capture.register_output_containers()  # a transformers cache is a container, not a leaf
+    for path, leaf in pytree.tree_flatten_with_path((args, kwargs))[0]:
+        where = ("args" if path[0].idx == 0 else "kwargs") + pytree.keystr(path[1:])
+        if isinstance(leaf, torch.Tensor):
+            if leaf.dtype not in _TORCH_TO_ONNX:
+                raise InvalidInputError(
+                    f"input {where} has dtype {leaf.dtype}, which ONNX cannot represent. "
+                    "Next step: cast it (e.g. to torch.float32 or torch.complex64) first."
+                )
+        elif not isinstance(leaf, (bool, int, float, str, type(None), torch.SymInt,
+                                   torch.dtype, torch.device)):
+            raise InvalidInputError(
+                f"input {where} is a {type(leaf).__name__}, which torch.export cannot capture "
+                "and ONNX cannot represent. Next step: pass tensors (in tuples, lists or "
+                "dicts), or register the class with torch.utils._pytree.register_pytree_node."
+            )
 
 
 def _check_custom(custom: Any) -> None:

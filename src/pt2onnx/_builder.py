@@ -293,6 +293,9 @@ class RuleContext:
                     name=name, type=ir.TensorType(onnx_dtype(raw.dtype)),
                     shape=ir.Shape((raw.shape[1], raw.shape[0])), const_value=lazy,
                 )
+                cached.meta["pt2onnx.transpose_of"] = w.meta.get("pt2onnx.weight", w.name)
+                if raw.is_meta:
+                    cached.meta["pt2onnx.meta"] = True
                 self.graph.register_initializer(cached)
                 self._transposed[id(w)] = cached
             return cached

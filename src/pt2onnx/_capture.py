@@ -237,7 +237,9 @@ def _flatten_dynamic_cache(cache: Any) -> tuple[list[tuple[Any, Any]], int]:
     import torch.utils._pytree as pytree
 
     keys, values = _cache_tensors(cache)
-    entries = [(pytree.MappingKey(f"key_{i}"), k) for i, k in enumerate(keys)]
+    entries: list[tuple[Any, Any]] = [
+        (pytree.MappingKey(f"key_{i}"), k) for i, k in enumerate(keys)
+    ]
     entries += [(pytree.MappingKey(f"value_{i}"), v) for i, v in enumerate(values)]
     return entries, len(keys)
 

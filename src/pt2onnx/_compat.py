@@ -39,14 +39,20 @@ def run_decompositions(
 
 
 def core_aten_ops() -> list[torch._ops.OpOverload]:
-    """Every OpOverload tagged ``core`` in the installed torch."""
+    """Every OpOverload tagged ``core`` in the installed torch.
+
+    ``dir(torch.ops.aten)`` lists only the packets used so far in the process,
+    so the registered schemas are enumerated instead.
+    """
     ops = []
-    for packet_name in dir(torch.ops.aten):
-        packet = getattr(torch.ops.aten, packet_name, None)
-        if not isinstance(packet, torch._ops.OpOverloadPacket):
+    for qualified in sorted(torch._C._dispatch_get_all_op_names()):
+        if not qualified.startswith("aten::"):
             continue
-        for overload in packet.overloads():
-            op = getattr(packet, overload)
-            if torch.Tag.core in op.tags:
-                ops.append(op)
+        name, _, overload = qualified[len("aten::"):].partition(".")
+        try:
+            op = getattr(getattr(torch.ops.aten, name), overload or "default")
+        except (AttributeError, RuntimeError):
+            continue
+        if torch.Tag.core in op.tags:
+            ops.append(op)
     return ops

@@ -12,6 +12,8 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
+from pt2onnx import _weights as _weights_mod
+from pt2onnx._builder import torch_dtype
 from pt2onnx.errors import SaveError
 
 # With external_data=None, weights above this total go to <file>.data: writing
@@ -54,24 +56,68 @@ def initializer_bytes(model: ir.Model) -> int:
     return total
 
 
+def _tensor_buffer(t: torch.Tensor) -> Any:
+    """A buffer over a torch tensor's bytes; no copy when it is contiguous on the CPU."""
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    t = t.contiguous().reshape(-1)
+    if t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    return t.view(torch.uint8).numpy().data
+
+
 def _torch_bytes(tensor: ir.TensorProtocol) -> Any:
-    """A buffer over the tensor's bytes; no copy for contiguous torch tensors."""
+    """A buffer over an initializer's bytes, straight from torch storage when possible."""
     if isinstance(tensor, ir.LazyTensor):
         tensor = tensor.raw()  # a LazyTensor's raw is the function that makes the tensor
     raw = getattr(tensor, "raw", None)
     if isinstance(raw, torch.Tensor):
-        t = raw.detach()
-        if t.device.type != "cpu":
-            t = t.cpu()
-        t = t.contiguous().reshape(-1)
-        if t.dtype == torch.bool:
-            t = t.to(torch.uint8)
-        return t.view(torch.uint8).numpy().data
+        return _tensor_buffer(raw)
     return memoryview(np.frombuffer(tensor.tobytes(), dtype=np.uint8))
 
 
+def is_meta(value: ir.Value) -> bool:
+    """Whether an initializer holds no data (its model was on the meta device)."""
+    if value.meta.get("pt2onnx.meta"):
+        return True
+    raw = getattr(value.const_value, "raw", None)
+    return isinstance(raw, torch.Tensor) and raw.is_meta
+
+
+def meta_initializers(model: ir.Model) -> list[str]:
+    return [name for name, v in model.graph.initializers.items() if is_meta(v)]
+
+
+def _write_tensor(value: ir.Value, tensor: ir.TensorProtocol, f: Any, source: Any) -> None:
+    if source is None or not is_meta(value):
+        f.write(_torch_bytes(tensor))
+        return
+    dtype = torch_dtype(tensor.dtype)
+    shape = tuple(int(d) for d in tensor.shape)
+    key = value.meta.get("pt2onnx.transpose_of")
+    try:
+        if key is not None:
+            # Stored transposed for MatMul: one tensor is read, transposed and written.
+            t = source.tensor(key).t()
+            if t.dtype != dtype or tuple(t.shape) != shape:
+                raise SaveError(
+                    f"weight {key!r} is {t.dtype} {list(t.shape)} (transposed) in the weights "
+                    f"given, but the model expects {dtype} {list(shape)}."
+                )
+            f.write(_tensor_buffer(t))
+        else:
+            source.copy_into(value.meta.get("pt2onnx.weight", value.name), f, dtype, shape)
+    except KeyError as exc:
+        raise SaveError(
+            f"the weights given have no tensor named {exc.args[0]!r}, which the model needs "
+            f"for initializer {value.name!r}. Next step: pass the files or state_dict that "
+            "belong to this model."
+        ) from None
+
+
 @contextlib.contextmanager
-def _external(model: ir.Model, path: Path, data_file: Path) -> Iterator[None]:
+def _external(model: ir.Model, path: Path, data_file: Path, source: Any = None) -> Iterator[None]:
     """Streams large initializers to data_file and points the model at them."""
     swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
     location = path.name + ".data"
@@ -80,14 +126,13 @@ def _external(model: ir.Model, path: Path, data_file: Path) -> Iterator[None]:
             offset = 0
             for value in model.graph.initializers.values():
                 tensor = value.const_value
-                if tensor is None or tensor.nbytes < EXTERNAL_MIN_BYTES:
+                if tensor is None or (tensor.nbytes < EXTERNAL_MIN_BYTES and not is_meta(value)):
                     continue
                 pad = (-offset) % _ALIGN
                 if pad:
                     f.write(b"\0" * pad)
                     offset += pad
-                buf = _torch_bytes(tensor)
-                f.write(buf)
+                _write_tensor(value, tensor, f, source)
                 length = tensor.nbytes
                 ext = ir.ExternalTensor(
                     location, offset, length, tensor.dtype, shape=tensor.shape,
@@ -103,11 +148,27 @@ def _external(model: ir.Model, path: Path, data_file: Path) -> Iterator[None]:
 
 
 def save_model(
-    model: ir.Model, path: str | os.PathLike[str], external_data: bool | None = None
+    model: ir.Model, path: str | os.PathLike[str], external_data: bool | None = None,
+    weights: Any = None,
 ) -> Path:
-    """Writes model to path atomically; a failure leaves no file behind."""
+    """Writes model to path atomically; a failure leaves no file behind.
+
+    ``weights`` supplies the data of initializers whose model was on the meta
+    device (safetensors files, a mapping or a callable; see ``_weights``).
+    """
     p = check_path(path)
-    use_external = (
+    missing = meta_initializers(model)
+    source = _weights_mod.weight_source(weights) if weights is not None else None
+    if missing and source is None:
+        raise SaveError(
+            f"{len(missing)} weights (e.g. {missing[0]!r}) are on the meta device, so there "
+            "is no data to write. Next step: pass weights= (safetensors file(s), a "
+            "state_dict or a callable name -> tensor) to export() or OnnxProgram.save()."
+        )
+    if missing and external_data is False:
+        raise SaveError("weights streamed from weights= always go to external data; "
+                        "leave external_data unset or pass True.")
+    use_external = bool(missing) or (
         external_data
         if external_data is not None
         else initializer_bytes(model) > EXTERNAL_DATA_AUTO_BYTES
@@ -118,7 +179,7 @@ def save_model(
     tmp_data = p.with_name(p.name + ".data" + suffix)
     try:
         if use_external:
-            with _external(model, p, tmp_data):
+            with _external(model, p, tmp_data, source):
                 proto = ir.to_proto(model)
         else:
             if initializer_bytes(model) > PROTO_LIMIT_BYTES:

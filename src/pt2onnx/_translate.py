@@ -13,7 +13,12 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from pt2onnx import _builder, _decomp
 from pt2onnx._registry import Registry, RuleEntry, op_name
-from pt2onnx.errors import MissingOp, TranslationError, UnsupportedOperatorError
+from pt2onnx.errors import (
+    InvalidInputError,
+    MissingOp,
+    TranslationError,
+    UnsupportedOperatorError,
+)
 
 # Buffers and lifted constants up to this many elements take part in constant
 # folding; a folded result larger than this is not materialised.
@@ -225,7 +230,9 @@ class Translator:
                 if spec.kind != InputKind.PARAMETER and tensor.numel() <= FOLD_LIMIT:
                     self.env[node] = Const(tensor, name)
                 else:
-                    self.env[node] = self.g.tensor_initializer(tensor, self._unique(name))
+                    value = self.g.tensor_initializer(tensor, self._unique(name))
+                    value.meta["pt2onnx.weight"] = name
+                    self.env[node] = value
             elif spec.kind == InputKind.TOKEN:
                 self.env[node] = None
             else:
@@ -270,6 +277,7 @@ class Translator:
             if not isinstance(value, ir.Value):
                 if value is None:
                     continue
+                _check_output(i, value)
                 value = self._as_value(value)
             wanted = self.output_names[i] if self.output_names and i < len(self.output_names) else None
             wanted = wanted or defaults[i]
@@ -281,7 +289,6 @@ class Translator:
             ):
                 value = self.g.op.Identity(value)
                 self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
-                self.graph.append(self.g.nodes.pop())
             seen.add(id(value))
             if wanted is not None:
                 self._names.discard(value.name or "")
@@ -484,6 +491,15 @@ class Translator:
             return None
 
 
+def _check_output(index: int, value: Any) -> None:
+    if not isinstance(value, (Const, torch.Tensor, bool, int, float)):
+        raise InvalidInputError(
+            f"output {index} of the model is a {type(value).__name__} ({value!r:.60}), which "
+            "ONNX cannot represent: graph outputs are tensors. Next step: return only tensors "
+            "(and containers of tensors) from forward, or drop this output."
+        )
+
+
 def _check_result(node: torch.fx.Node, result: Any, fn: Any, src: Source) -> None:
     """A rule must return one value per output of its FX node."""
     val = node.meta.get("val")
@@ -497,7 +513,8 @@ def _check_result(node: torch.fx.Node, result: Any, fn: Any, src: Source) -> Non
     elif is_seq and len(result) == want:
         return
     where = f"\n  at {src.source}" if src.source else ""
-    shown = f"{len(result)} output(s)" if is_seq else repr(result)
+    shown = f"{len(result)} output(s)" if is_seq else (
+        "a single value" if isinstance(result, ir.Value) else repr(result))
     raise TranslationError(
         f"the rule {getattr(fn, '__qualname__', fn)} for {op_name(node.target)} returned "
         f"{shown}, but node {node.name} has {want} tensor output(s){where}\n"
@@ -552,9 +569,15 @@ def _contains_value(x: Any) -> bool:
     return False
 
 
+_CPU = torch.device("cpu")
+
+
 def _unwrap(x: Any) -> Any:
     if isinstance(x, Const):
         return x.tensor
+    if isinstance(x, torch.device):
+        # Fold on the CPU: a model on the meta device would otherwise fold to no data.
+        return _CPU
     if isinstance(x, list):
         return [_unwrap(v) for v in x]
     if isinstance(x, tuple):

@@ -93,6 +93,9 @@ OPTICAL_FLOW = [
 
 # Models whose ops span most rule families, exported at the ends of the opset range.
 OPSET_SPREAD = ["mobilenet_v3_small", "swin_t", "vit_b_16", "lraspp_mobilenet_v3_large"]
+# Exported with a dynamic batch and run at another batch size: these resize to a size taken
+# from another tensor (LR-ASPP) or restride after pooling (Swin: as_strided).
+DYNAMIC_BATCH = ["resnet18", "lraspp_mobilenet_v3_large", "swin_t"]
 CASES = {c.name: c for c in CLASSIFICATION + SEGMENTATION + VIDEO + OPTICAL_FLOW}
 
 
@@ -139,3 +142,14 @@ def test_optical_flow(case: Case, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", OPSET_SPREAD)
 def test_opset_range(name: str, opset: int, tmp_path: Path) -> None:
     _export_and_check(CASES[name], tmp_path, opset=opset)
+
+
+@pytest.mark.parametrize("name", DYNAMIC_BATCH)
+def test_dynamic_batch(name: str, tmp_path: Path) -> None:
+    case = CASES[name]
+    model = torchvision.models.get_model(case.name, weights=None, **case.kwargs).eval()
+    x = torch.randn((2, *case.shape[1:]))
+    prog = export_and_verify(model, (x,), tmp_path, name=name, input_names=["x"],
+                             dynamic_axes={"x": {0: "batch"}})
+    result = prog.verify(torch.randn((3, *case.shape[1:])))
+    assert result.ok, f"{name} at batch 3:\n{result}"

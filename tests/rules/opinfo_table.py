@@ -18,6 +18,23 @@ from opinfo_harness import DEFAULT_ATOL, DEFAULT_RTOL
 
 f32, f16, i64, b8 = torch.float32, torch.float16, torch.int64, torch.bool
 MIN_OPSET = 17
+# The fast tier: ops that reach the core ATen rules most directly, one per rule family.
+FAST = frozenset({
+    "abs", "add", "mul", "sub", "div.no_rounding_mode", "div.floor_rounding", "remainder",
+    "pow", "exp", "log", "sqrt", "sigmoid", "tanh", "erf", "eq", "lt", "where", "clamp",
+    "masked_fill", "isinf", "isnan", "logical_not", "bitwise_and", "sum", "mean", "amax",
+    "argmax", "var", "std", "any", "softmax", "log_softmax", "cumsum", "logsumexp", "cat",
+    "stack", "reshape", "permute", "expand", "flip", "roll", "diagonal", "as_strided",
+    "constant_pad_nd", "nn.functional.pad.reflect", "nn.functional.pad.replicate", "gather",
+    "index_select", "index_put", "scatter", "scatter_add", "scatter_reduce.sum",
+    "scatter_reduce.amax", "scatter_reduce.mean", "select_scatter", "slice_scatter",
+    "masked_scatter", "sort", "topk", "nonzero", "item", "cdist", "nn.functional.pdist",
+    "nn.functional.embedding", "nn.functional.embedding_bag", "grid_sampler_2d", "mm", "bmm",
+    "addmm", "nn.functional.linear", "nn.functional.conv2d", "nn.functional.max_pool2d",
+    "nn.functional.avg_pool2d", "nn.functional.layer_norm", "nn.functional.group_norm",
+    "nn.functional.batch_norm", "nn.functional.gelu", "nn.functional.interpolate.bilinear",
+    "nn.functional.dropout", "nn.functional.scaled_dot_product_attention", "arange", "full",
+})
 # Name fragments of ops whose rules have opset variants (Reduce* axes, Gelu, GroupNorm,
 # ScatterElements reductions, GridSample modes, ...): tested at opset 17 in the fast tier.
 _OPSET_SENSITIVE = (
@@ -64,6 +81,11 @@ class OpCase:
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         default = (1e-2, 1e-2) if dtype == f16 else (DEFAULT_ATOL, DEFAULT_RTOL)
         return self.tol.get(dtype, default)
+
+    @property
+    def fast(self) -> bool:
+        """Whether sample 0 runs in the fast tier (``make test``)."""
+        return self.name in FAST
 
     @property
     def opset_sensitive(self) -> bool:
@@ -294,7 +316,7 @@ CASES: list[OpCase] = [
     case("masked.std", f32),
     case("masked.sum", f32),
     case("masked.var", f32),
-    case("masked_fill", f32, i64, b8),
+    case("masked_fill", f32, i64, b8, xfails=(xfail("onnxruntime has no bool kernel for Where", dtypes=b8, aten="aten::where.self"),)),
     case("masked_scatter", f32),
     case("masked_select", f32),
     case("matmul", f32, f16),
@@ -329,7 +351,7 @@ CASES: list[OpCase] = [
     case("new_zeros", f32),
     case("nn.functional.alpha_dropout", f32, shape_only=True),
     case("nn.functional.avg_pool1d", f32),
-    case("nn.functional.avg_pool2d", f32),
+    case("nn.functional.avg_pool2d", f32, xfails=(xfail("avg_pool2d with divisor_override has no rule yet", aten="aten::avg_pool2d.default"),)),
     case("nn.functional.avg_pool3d", f32),
     case("nn.functional.binary_cross_entropy", f32),
     case("nn.functional.binary_cross_entropy_with_logits", f32),
@@ -450,7 +472,7 @@ CASES: list[OpCase] = [
     case("scalar_tensor", f32),
     case("scatter", f32, i64),
     case("scatter_add", f32, i64),
-    case("scatter_reduce.amax", f32),
+    case("scatter_reduce.amax", f32, xfails=(xfail("ScatterElements max needs opset 18", opsets=17, aten="aten::scatter_reduce.two"),)),
     case("scatter_reduce.amin", f32),
     case("scatter_reduce.mean", f32),
     case("scatter_reduce.prod", f32),
@@ -507,7 +529,7 @@ CASES: list[OpCase] = [
     case("tensordot", f32),
     case("tile", f32),
     case("to", f32),
-    case("topk", f32, i64),
+    case("topk", f32, i64, xfails=(xfail("ties: onnxruntime TopK orders equal values differently from torch", dtypes=i64, aten="aten::topk.default"),)),
     case("torch.ops.aten._safe_softmax.default", f32),
     case("trace", f32),
     case("transpose", f32, i64, b8),

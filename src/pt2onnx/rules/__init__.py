@@ -5,8 +5,8 @@ Importing this package registers every rule in ``pt2onnx._registry.REGISTRY``.
 
 from pt2onnx.rules import (  # noqa: F401
     attention,
-    composite,
     backward,
+    composite,
     control_flow,
     core,
     creation,

@@ -87,3 +87,10 @@ def sym_storage_offset(g: RuleContext, x: ir.Value) -> ir.Value:
     if not isinstance(offset, int):
         raise NotImplementedError("symbolic storage offset")
     return g.const(offset)
+
+
+@translation(aten.sym_is_contiguous.default)
+def sym_is_contiguous(g: RuleContext, x: ir.Value, memory_format: Any = None) -> ir.Value:
+    """sym_is_contiguous(Tensor self, MemoryFormat memory_format=contiguous_format) -> SymBool"""
+    # ONNX tensors have no strides: every tensor is contiguous.
+    return g.const(True)

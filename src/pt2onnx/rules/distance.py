@@ -17,16 +17,22 @@ def _norm_last(g: RuleContext, diff: ir.Value, p: float) -> ir.Value:
     dtype = g.dtype
     last = [rank(diff) - 1]
     a = g.op.Abs(diff)
+    a.shape = diff.shape
     if p == 0:
         nonzero = g.op.Cast(g.op.Not(g.op.Equal(a, g.const(0.0, dtype))), to=dtype)
+        nonzero.shape = diff.shape
         return reduce(g, "ReduceSum", nonzero, last, False)
     if math.isinf(p):
         return reduce(g, "ReduceMax", a, last, False)
     if p == 1:
         return reduce(g, "ReduceSum", a, last, False)
     if p == 2:
-        return g.op.Sqrt(reduce(g, "ReduceSum", g.op.Mul(a, a), last, False))
-    total = reduce(g, "ReduceSum", g.op.Pow(a, g.const(float(p), dtype)), last, False)
+        sq = g.op.Mul(a, a)
+        sq.shape = diff.shape
+        return g.op.Sqrt(reduce(g, "ReduceSum", sq, last, False))
+    powered = g.op.Pow(a, g.const(float(p), dtype))
+    powered.shape = diff.shape
+    total = reduce(g, "ReduceSum", powered, last, False)
     return g.op.Pow(total, g.const(1.0 / p, dtype))
 
 

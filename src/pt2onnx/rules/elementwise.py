@@ -287,7 +287,12 @@ for _name, _onnx, _neg in (
 @translation(aten.where.self)
 def where(g: RuleContext, cond: ir.Value, a: Any, b: Any) -> ir.Value:
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    return g.op.Where(g.cast(cond, ir.DataType.BOOL), operand(g, a, g.dtype), operand(g, b, g.dtype))
+    cond = g.cast(cond, ir.DataType.BOOL)
+    if g.dtype == ir.DataType.BOOL:
+        # onnxruntime has no bool kernel for Where: select on uint8 and cast back.
+        out = g.op.Where(cond, operand(g, a, ir.DataType.UINT8), operand(g, b, ir.DataType.UINT8))
+        return g.op.Cast(out, to=ir.DataType.BOOL)
+    return g.op.Where(cond, operand(g, a, g.dtype), operand(g, b, g.dtype))
 
 
 @translation([aten.masked_fill.Scalar, aten.masked_fill.Tensor])

@@ -125,7 +125,7 @@ def _bag_ids(g: RuleContext, offsets: ir.Value, n: ir.Value, bags: int) -> ir.Va
     return g.op.Sub(count, g.const(1))
 
 
-@translation(aten._embedding_bag.default)
+@translation([aten._embedding_bag.default, aten._embedding_bag_forward_only.default])
 def embedding_bag(g: RuleContext, weight: ir.Value, indices: ir.Value, offsets: ir.Value,
                   scale_grad_by_freq: bool = False, mode: int = 0, sparse: bool = False,
                   per_sample_weights: ir.Value | None = None, include_last_offset: bool = False,

@@ -147,7 +147,7 @@ def adaptive_avg_pool1d(g: RuleContext, x: ir.Value, output_size: Any) -> ir.Val
 
 
 def _resize(g: RuleContext, x: ir.Value, mode: str, align_corners: bool | None,
-            scale_factors: Any, n: int) -> ir.Value:
+            scale_factors: Any, n: int, output_size: Any = None) -> ir.Value:
     attrs: dict[str, Any] = {"mode": mode}
     if mode == "nearest":
         attrs["coordinate_transformation_mode"] = "asymmetric"
@@ -164,18 +164,29 @@ def _resize(g: RuleContext, x: ir.Value, mode: str, align_corners: bool | None,
         return g.op.Resize(x, None, g.const(scales, ir.DataType.FLOAT), **attrs)
     if static is not None:
         return g.op.Resize(x, None, None, g.const(list(static)), **attrs)
-    raise NotImplementedError("resize to a dynamic output size")
+    # A dynamic batch or channel dim: keep those from x and compute the spatial sizes.
+    in_shape = g.op.Shape(x)
+    lead = g.op.Slice(in_shape, g.const([0]), g.const([2]))
+    if output_size is not None:
+        spatial = g.int_list(list(output_size))
+    else:
+        # torch takes floor(in * scale) in double precision.
+        scales = g.const([float(s) for s in _expand_param(scale_factors, n)], ir.DataType.DOUBLE)
+        in_spatial = g.cast(g.op.Slice(in_shape, g.const([2]), g.const([2 + n])),
+                            ir.DataType.DOUBLE)
+        spatial = g.cast(g.op.Floor(g.op.Mul(in_spatial, scales)), ir.DataType.INT64)
+    return g.op.Resize(x, None, None, g.op.Concat(lead, spatial, axis=0), **attrs)
 
 
 def _upsample(mode: str, n: int, align: bool):  # type: ignore[no-untyped-def]
     if align:
         def rule(g: RuleContext, x: ir.Value, output_size: Any, align_corners: bool,
                  scale_factors: Any) -> ir.Value:
-            return _resize(g, x, mode, align_corners, scale_factors, n)
+            return _resize(g, x, mode, align_corners, scale_factors, n, output_size)
     else:
         def rule(g: RuleContext, x: ir.Value, output_size: Any,  # type: ignore[misc]
                  scale_factors: Any) -> ir.Value:
-            return _resize(g, x, mode, None, scale_factors, n)
+            return _resize(g, x, mode, None, scale_factors, n, output_size)
     rule.__doc__ = f"upsample ({mode}, {n}-d, vec overload)"
     return rule
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any
 
 import onnx_ir as ir
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
@@ -194,16 +196,32 @@ def roll(g: RuleContext, x: ir.Value, shifts: list[int], dims: list[int] | None 
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
     if not dims:
         flat = g.op.Reshape(x, g.const([-1]))
-        rolled = _roll_axis(g, flat, int(shifts[0]), 0, g.const([-1]))
-        return g.op.Reshape(rolled, g.op.Shape(x))
+        dims_ = list(x.shape) if x.shape is not None else [None]
+        numel = math.prod(dims_) if all(isinstance(d, int) for d in dims_) else None
+        rolled = _roll_axis(g, flat, int(shifts[0]), 0, numel)
+        return g.op.Reshape(rolled, g.op.Shape(x), allowzero=1)
+    r, shape = rank(x), list(x.shape)  # type: ignore[arg-type]
     for s, d in zip(shifts, dims, strict=False):
-        x = _roll_axis(g, x, int(s), normalize_dim(d, rank(x)), None)
+        axis = normalize_dim(d, r)
+        size = shape[axis] if isinstance(shape[axis], int) else None
+        x = _roll_axis(g, x, int(s), axis, size)
     return x
 
 
-def _roll_axis(g: RuleContext, x: ir.Value, shift: int, dim: int, _: Any) -> ir.Value:
-    size = g.op.Gather(g.op.Shape(x), g.const([dim]))
-    k = g.op.Mod(g.op.Sub(size, g.op.Mod(g.const([shift]), size)), size)
+def _roll_axis(g: RuleContext, x: ir.Value, shift: int, dim: int,
+               size: int | None = None) -> ir.Value:
+    """out = cat(x[n - s:], x[:n - s]) along dim, with s = shift mod n."""
+    if isinstance(size, int):
+        if size == 0 or shift % size == 0:
+            return x
+        k = g.const([size - shift % size])
+    else:
+        # int64 Mod has no onnxruntime kernel for every case; floor-divide in int64 instead.
+        n = g.op.Max(g.op.Shape(x, start=dim, end=dim + 1), g.const([1]))  # no division by 0
+        s = g.const([shift])
+        wrapped = g.op.Sub(s, g.op.Mul(g.op.Div(s, n), n))  # s - trunc(s/n)*n, in (-n, n)
+        k = g.op.Sub(n, g.op.Add(wrapped, g.op.Mul(g.op.Cast(g.op.Less(wrapped, g.const([0])),
+                                                               to=ir.DataType.INT64), n)))
     head = g.op.Slice(x, k, g.const([INT64_MAX]), g.const([dim]))
     tail = g.op.Slice(x, g.const([0]), k, g.const([dim]))
     return g.op.Concat(head, tail, axis=dim)
@@ -257,6 +275,14 @@ def as_strided(g: RuleContext, x: ir.Value, size: list[Any], stride: list[Any],
     val = getattr(arg, "meta", {}).get("val")
     if val is not None and not val.is_contiguous():
         raise NotImplementedError("as_strided of a tensor that is not contiguous")
+    out = g.meta
+    if val is not None and _reads_all_in_order(val, out):
+        # A contiguous result over the same storage only renames the layout (for example the
+        # restride after adaptive_avg_pool2d), which also holds for symbolic sizes.
+        if len(out.shape) == len(val.shape) and all(
+                statically_known_true(a == b) for a, b in zip(out.shape, val.shape, strict=True)):
+            return x
+        return g.op.Reshape(x, shape_value(g, size))
     values = [*size, *stride, storage_offset or 0]
     if not all(isinstance(v, int) for v in values):
         raise NotImplementedError("as_strided with symbolic sizes or strides")
@@ -267,3 +293,13 @@ def as_strided(g: RuleContext, x: ir.Value, size: list[Any], stride: list[Any],
         index = index + (torch.arange(n, dtype=torch.int64) * s).reshape(shape)
     flat = g.op.Reshape(x, g.const([-1]))
     return g.op.Gather(flat, g.const(index), axis=0)
+
+
+def _reads_all_in_order(src: torch.Tensor, out: Any) -> bool:
+    """Whether as_strided(src) -> out reads all of a contiguous src, in order."""
+    return (
+        isinstance(out, torch.Tensor)
+        and out.is_contiguous()
+        and statically_known_true(out.storage_offset() == src.storage_offset())
+        and statically_known_true(out.numel() == src.numel())
+    )

@@ -1,0 +1,164 @@
+"""A corpus of bad inputs: each ends in a typed error whose message names the cause and
+the next step, and leaves no file (not even a temporary one) in the output directory.
+
+tests/test_errors.py covers: unsupported ops, args given as a Tensor, opsets 16/27/"18",
+a directory as the path, a missing parent directory, capture failures, dynamic_axes
+names, a rule that raises and a model of the wrong type. These are the others.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import pt2onnx
+
+Dim = torch.export.Dim
+
+
+class Double(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class StrOut(nn.Module):
+    def forward(self, x):
+        return x + 1, "hello"
+
+
+class TakesObject(nn.Module):
+    def forward(self, x, extra):
+        return x + 1
+
+
+class MaxOverDim(nn.Module):
+    def forward(self, x):
+        return torch.max(x, 0)[0]  # max returns (values, indices)
+
+
+def _max_one_output(g, x, dim, keepdim=False):
+    return g.op.ReduceMax(x, g.const([dim]), keepdims=int(keepdim))
+
+
+def _relu_returns_none(g, x):
+    return None
+
+
+def _relu_returns_two(g, x):
+    return g.op.Relu(x), g.op.Relu(x)
+
+
+X = torch.randn(2, 3)
+# name -> (call(out_path), error type, words the message must contain)
+CASES = {
+    "args_is_an_int": (lambda f: pt2onnx.export(Double(), 3, f),
+                       pt2onnx.InvalidInputError, ["args must be a tuple", "int"]),
+    "args_is_a_dict": (lambda f: pt2onnx.export(Double(), {"x": X}, f),
+                       pt2onnx.InvalidInputError, ["args must be a tuple", "Next step"]),
+    "kwargs_not_a_dict": (lambda f: pt2onnx.export(Double(), (X,), f, kwargs=[X]),
+                          pt2onnx.InvalidInputError, ["kwargs must be a dict"]),
+    "non_tensor_input": (lambda f: pt2onnx.export(TakesObject(), (X, object()), f),
+                         pt2onnx.InvalidInputError, ["args[1]", "object", "Next step"]),
+    "dtype_without_onnx_type": (
+        lambda f: pt2onnx.export(Double(), (X.to(torch.complex32),), f),
+        pt2onnx.InvalidInputError, ["args[0]", "complex32", "cast"]),
+    "non_tensor_output": (lambda f: pt2onnx.export(StrOut(), (X,), f),
+                          pt2onnx.InvalidInputError, ["output 1", "str", "only tensors"]),
+    "opset_is_bool": (lambda f: pt2onnx.export(Double(), (X,), f, opset=True),
+                      pt2onnx.OpsetError, ["opset must be an int", "17", "26"]),
+    "opset_far_above": (lambda f: pt2onnx.export(Double(), (X,), f, opset=100),
+                        pt2onnx.OpsetError, ["outside the range", "Next step"]),
+    "report_dir_missing": (
+        lambda f: pt2onnx.export(Double(), (X,), f, report=os.path.join(
+            os.path.dirname(f), "nope", "r.md")),
+        pt2onnx.SaveError, ["does not exist", "mkdir"]),
+    "dynamic_shapes_and_dynamic_axes": (
+        lambda f: pt2onnx.export(Double(), (X,), f, input_names=["x"],
+                                 dynamic_axes={"x": [0]}, dynamic_shapes=({0: Dim("b")},)),
+        pt2onnx.InvalidInputError, ["not both"]),
+    "dynamic_shapes_unknown_name": (
+        lambda f: pt2onnx.export(Double(), (X,), f, dynamic_shapes={"y": {0: Dim("b")}}),
+        pt2onnx.InvalidInputError, ["'y'", "argument names of forward"]),
+    "dynamic_axes_without_input_names": (
+        lambda f: pt2onnx.export(Double(), (X,), f, dynamic_axes={"x": {0: "batch"}}),
+        pt2onnx.InvalidInputError, ["input_names", "Next step"]),
+    "static_dim_marked_dynamic": (
+        lambda f: pt2onnx.export(nn.Linear(3, 4), (X,), f,
+                                 dynamic_shapes=({1: Dim("feat")},)),
+        pt2onnx.CaptureError, ["dynamic shapes", "Next step"]),
+    "custom_translations_not_a_dict": (
+        lambda f: pt2onnx.export(Double(), (X,), f, custom_translations=[_relu_returns_none]),
+        pt2onnx.InvalidInputError, ["custom_translations must be a dict", "list"]),
+    "custom_rule_not_callable": (
+        lambda f: pt2onnx.export(Double(), (X,), f,
+                                 custom_translations={torch.ops.aten.mul.Tensor: "Mul"}),
+        pt2onnx.InvalidInputError, ["not a function", "def rule(g, x)"]),
+    "rule_returns_too_few_outputs": (
+        lambda f: pt2onnx.export(MaxOverDim(), (X,), f,
+                                 custom_translations={torch.ops.aten.max.dim: _max_one_output}),
+        pt2onnx.TranslationError,
+        ["_max_one_output", "aten::max.dim", "2 tensor output(s)", "torch.max(x, 0)[0]",
+         "_outputs=n"]),
+    "rule_returns_none": (
+        lambda f: pt2onnx.export(nn.ReLU(), (X,), f,
+                                 custom_translations={torch.ops.aten.relu.default:
+                                                      _relu_returns_none}),
+        pt2onnx.TranslationError, ["_relu_returns_none", "returned None", "1 tensor output"]),
+    "rule_returns_two_for_one": (
+        lambda f: pt2onnx.export(nn.ReLU(), (X,), f,
+                                 custom_translations={torch.ops.aten.relu.default:
+                                                      _relu_returns_two}),
+        pt2onnx.TranslationError, ["returned 2 output(s)", "1 tensor output"]),
+}
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input(name, tmp_path):
+    call, error, words = CASES[name]
+    with pytest.raises(error) as info:
+        call(str(tmp_path / "model.onnx"))
+    message = str(info.value)
+    for word in words:
+        assert word in message, f"{word!r} not in:\n{message}"
+    assert isinstance(info.value, pt2onnx.ExportError)
+    assert os.listdir(tmp_path) == []
+
+
+def test_corpus_is_large_enough():
+    assert len(CASES) >= 15
+
+
+@torch.library.custom_op("pt2onnx_bad::unknown", mutates_args=())
+def _unknown(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_unknown.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class UsesUnknown(nn.Module):
+    def forward(self, x):
+        return _unknown(x) + 1  # the report names this line
+
+
+def test_unsupported_op_still_writes_the_report(tmp_path):
+    with pytest.raises(pt2onnx.UnsupportedOperatorError):
+        pt2onnx.export(UsesUnknown(), (X,), tmp_path / "m.onnx", report=True)
+    assert os.listdir(tmp_path) == ["m.report.md"]
+    report = (tmp_path / "m.report.md").read_text()
+    assert "## Unsupported operators" in report
+    assert "pt2onnx_bad::unknown.default" in report
+    assert "return _unknown(x) + 1  # the report names this line" in report
+    assert "| capture |" in report and "torch:" in report
+
+
+def test_run_with_wrong_number_of_inputs():
+    prog = pt2onnx.export(Double(), (X,))
+    with pytest.raises(pt2onnx.InvalidInputError, match="takes 1 tensor inputs"):
+        prog.run(X, X)
