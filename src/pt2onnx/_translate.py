@@ -31,6 +31,13 @@ _FOLDABLE_PY = frozenset(
 )
 
 
+_WRAPPER_HOPS = frozenset(
+    getattr(torch.ops.higher_order, name)
+    for name in ("wrap_with_set_grad_enabled", "wrap_with_autocast")
+    if hasattr(torch.ops.higher_order, name)
+)
+
+
 @dataclass
 class Const:
     """A tensor known at export time (a folded value or a small buffer)."""
@@ -171,7 +178,8 @@ class Translator:
             self.graph.opset_imports.setdefault(domain, version)
         return ir.Model(self.graph, ir_version=10, producer_name="pt2onnx")
 
-    def inline(self, gm: torch.fx.GraphModule, inputs: list[Any]) -> list[Any]:
+    def inline(self, gm: torch.fx.GraphModule, inputs: list[Any],
+               materialize: bool = True) -> list[Any]:
         """Translates a subgraph (a cond branch, a loop body) into the current node list.
 
         ``inputs`` bind the subgraph's placeholders in order; the returned list
@@ -197,6 +205,8 @@ class Translator:
                     out = node.args[0]
                     outs = list(out) if isinstance(out, (list, tuple)) else [out]
                     outputs = [self._value_of(o) for o in outs]
+            if not materialize:
+                return outputs
             return [self._as_value(o) if not isinstance(o, ir.Value) else o for o in outputs]
         finally:
             self.env, self.g.node, self.g.meta = saved
@@ -319,6 +329,14 @@ class Translator:
                 self.env[node] = result
                 self.folded += 1
                 return
+        if target in _WRAPPER_HOPS:
+            # A region wrapper (grad mode, autocast): its body is just more graph.
+            # Inlined with constants unmaterialised, so folding goes on inside it.
+            k = next(i for i, a in enumerate(args) if isinstance(a, torch.fx.GraphModule))
+            saved = (self.g.node, self.g.meta)
+            self.env[node] = tuple(self.inline(args[k], list(args[k + 1:]), materialize=False))
+            self.g.node, self.g.meta = saved
+            return
         mutated = None
         if isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable:
             functional = _decomp.functional_variant(node)

@@ -34,9 +34,13 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
     if enable_gqa and r == 4:
         k, v = _repeat_kv(g, k, _dim(q, 1)), _repeat_kv(g, v, _dim(q, 1))
     perm = [*list(range(r - 2)), r - 1, r - 2]
-    # Scaling q and k by sqrt(scale) each keeps the product in range for fp16.
-    s = g.const(math.sqrt(scale), dtype)
-    scores = g.op.MatMul(g.op.Mul(q, s), g.op.Mul(g.op.Transpose(k, perm=perm), s))
+    kt = g.op.Transpose(k, perm=perm)
+    if dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
+        # Scaling q and k by sqrt(scale) each keeps the product in range for half types.
+        s = g.const(math.sqrt(scale), dtype)
+        scores = g.op.MatMul(g.op.Mul(q, s), g.op.Mul(kt, s))
+    else:
+        scores = g.op.MatMul(g.op.Mul(q, g.const(scale, dtype)), kt)
     if is_causal:
         scores = g.op.Add(scores, _causal_bias(g, q, k, dtype))
     if attn_mask is not None:

@@ -17,9 +17,15 @@ def masked_select(g: RuleContext, x: ir.Value, mask: ir.Value) -> ir.Value:
     # Broadcast both to a common shape, then gather the positions where mask holds.
     zeros = g.op.Mul(g.cast(mask, x.dtype), g.const(0, x.dtype))  # type: ignore[arg-type]
     xb = g.op.Add(x, zeros)
+    # GatherND needs rank >= 1: view 0-d operands as 1-element vectors.
+    xb = g.op.Reshape(xb, g.const([1])) if _both_scalar(x, mask) else xb
     mb = g.op.Expand(g.cast(mask, ir.DataType.BOOL), g.op.Shape(xb))
     positions = g.op.Transpose(g.op.NonZero(mb), perm=[1, 0])
     return g.op.GatherND(xb, positions)
+
+
+def _both_scalar(x: ir.Value, mask: ir.Value) -> bool:
+    return all(v.shape is not None and len(v.shape) == 0 for v in (x, mask))
 
 
 @translation(aten._unique2.default)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import onnx_ir as ir
+import torch
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
@@ -51,6 +52,27 @@ def expand_bool_indices(g: RuleContext, indices: list[ir.Value | None]) -> list[
     return out
 
 
+def _stack_indices(g: RuleContext, idx: list[ir.Value]) -> tuple[ir.Value, ir.Value]:
+    """Broadcasts index tensors together and stacks them on a new last axis.
+
+    Returns the stacked indices and the broadcast shape (a 1-D int64 value).
+    """
+    shapes = [list(t.shape) if t.shape is not None else None for t in idx]
+    if all(sh is not None and all(isinstance(d, int) for d in sh) for sh in shapes):
+        shape = g.const(list(torch.broadcast_shapes(*[tuple(sh) for sh in shapes])))  # type: ignore[misc]
+        same = all(tuple(sh) == tuple(torch.broadcast_shapes(*[tuple(q) for q in shapes]))  # type: ignore[arg-type,misc]
+                   for sh in shapes)
+    else:
+        shape = None
+        for t in idx:
+            s = g.op.Shape(t)
+            shape = s if shape is None else g.op.Shape(g.op.Expand(g.op.Expand(g.const(0), shape), s))
+        same = False
+    parts = [g.op.Unsqueeze(t if same else g.op.Expand(t, shape), axes(g, -1)) for t in idx]
+    stacked = parts[0] if len(parts) == 1 else g.op.Concat(*parts, axis=-1)
+    return stacked, shape  # type: ignore[return-value]
+
+
 @translation(aten.index.Tensor)
 def index(g: RuleContext, x: ir.Value, indices: list[ir.Value | None]) -> ir.Value:
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
@@ -60,6 +82,7 @@ def index(g: RuleContext, x: ir.Value, indices: list[ir.Value | None]) -> ir.Val
         i = present[0]
         return g.op.Gather(x, indices[i], axis=i)
     r = rank(x)
+    indices_input_shape = x.shape
     consecutive = present == list(range(present[0], present[-1] + 1))
     # Move the indexed dims to the front, gather them together with GatherND.
     rest = [d for d in range(r) if d not in present]
@@ -67,17 +90,14 @@ def index(g: RuleContext, x: ir.Value, indices: list[ir.Value | None]) -> ir.Val
     if perm != list(range(r)):
         x = g.op.Transpose(x, perm=perm)
     idx = [g.cast(indices[i], ir.DataType.INT64) for i in present]  # type: ignore[arg-type]
-    # Broadcast the index tensors against each other, then stack on a new last axis.
-    shape = None
-    for t in idx:
-        s = g.op.Shape(t)
-        shape = s if shape is None else g.op.Shape(g.op.Expand(g.op.Expand(
-            g.const(0), shape), s))
-    stacked = g.op.Concat(
-        *[g.op.Unsqueeze(g.op.Expand(t, shape), axes(g, -1)) for t in idx], axis=-1
-    )
+    stacked, _ = _stack_indices(g, idx)
     # Negative indices wrap like in torch.
-    dims = g.op.Gather(g.op.Shape(x), g.const(list(range(len(present)))))
+    in_shape = list(x_shape) if (x_shape := indices_input_shape) is not None else None
+    indexed = [in_shape[i] for i in present] if in_shape is not None else None
+    if indexed is not None and all(isinstance(d, int) for d in indexed):
+        dims = g.const(indexed)
+    else:
+        dims = g.op.Gather(g.op.Shape(x), g.const(list(range(len(present)))))
     stacked = g.op.Where(g.op.Less(stacked, g.const(0)), g.op.Add(stacked, dims), stacked)
     out = g.op.GatherND(x, stacked)
     if consecutive and present[0] > 0:
@@ -101,13 +121,7 @@ def index_put(g: RuleContext, x: ir.Value, indices: list[ir.Value | None], value
     idx = [g.cast(indices[i], ir.DataType.INT64) for i in present]  # type: ignore[arg-type]
     if any(t.dtype == ir.DataType.BOOL for t in idx):
         raise NotImplementedError("index_put with a boolean mask")
-    shape: Any = None
-    for t in idx:
-        s = g.op.Shape(t)
-        shape = s if shape is None else g.op.Shape(g.op.Expand(g.op.Expand(g.const(0), shape), s))
-    stacked = g.op.Concat(
-        *[g.op.Unsqueeze(g.op.Expand(t, shape), axes(g, -1)) for t in idx], axis=-1
-    )
+    stacked, shape = _stack_indices(g, idx)
     # values broadcast to index_shape + the trailing, not indexed dims.
     trailing = g.op.Slice(g.op.Shape(x), g.const([len(present)]), g.const([2**62]))
     upd_shape = g.op.Concat(shape, trailing, axis=0)

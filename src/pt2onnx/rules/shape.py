@@ -46,6 +46,8 @@ def permute(g: RuleContext, x: ir.Value, dims: list[int]) -> ir.Value:
 def transpose(g: RuleContext, x: ir.Value, dim0: int, dim1: int) -> ir.Value:
     """transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"""
     r = rank(x)
+    if r == 0:
+        return x
     perm = list(range(r))
     d0, d1 = normalize_dim(dim0, r), normalize_dim(dim1, r)
     perm[d0], perm[d1] = perm[d1], perm[d0]

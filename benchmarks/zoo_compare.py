@@ -1,0 +1,176 @@
+"""Model-zoo cases through pt2onnx and torch.onnx.export(dynamo=True), in one run.
+
+Takes the cases of the model tier (tests/models: Hugging Face always; timm and
+torchvision where they import), exports each with both exporters, runs both
+files in onnxruntime and compares every tensor output with eager PyTorch
+(max abs diff <= 1e-4 + 1e-3 * max|ref|). Prints the pass count of each
+exporter and, per model, the ratios pt2onnx / torch.onnx of export time,
+node count and onnxruntime latency (1 thread, median of 5).
+
+    python benchmarks/zoo_compare.py [--family hf timm torchvision] [-k llama]
+
+This is a benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "models")]
+
+
+def _cases(families: list[str]) -> list[tuple[str, Any]]:
+    """(name, factory) pairs; factory() -> (model, args, kwargs)."""
+    out: list[tuple[str, Any]] = []
+    if "hf" in families:
+        import test_hf_zoo as hf
+
+        for case in hf.CASES:
+            def make(case: Any = case) -> Any:
+                model = hf.build(case)
+                return model, (), hf.make_inputs(case, model)
+            out.append((f"hf/{case.name}", make))
+        for case in hf.DECODERS:
+            def make_cache(case: Any = case) -> Any:
+                model = hf.build(case)
+                return model, (), {**hf.make_inputs(case, model), "use_cache": True}
+            out.append((f"hf/{case.name}+cache", make_cache))
+    if "timm" in families:
+        try:
+            import test_timm_zoo as tz
+        except Exception as exc:  # timm needs torchvision, which needs its own torch
+            print(f"skipping timm: {type(exc).__name__}: {str(exc)[:120]}")
+        else:
+            for case in tz.CASES:
+                def make_timm(case: Any = case) -> Any:
+                    import torch
+
+                    model = tz.timm.create_model(case.name, pretrained=False, **case.kwargs)
+                    return model.eval(), (torch.randn(1, 3, case.size, case.size),), {}
+                out.append((f"timm/{case.name}", make_timm))
+    if "torchvision" in families:
+        try:
+            import test_torchvision as tv
+        except Exception as exc:
+            print(f"skipping torchvision: {type(exc).__name__}: {str(exc)[:120]}")
+        else:
+            for case in tv.CASES.values():
+                def make_tv(case: Any = case) -> Any:
+                    import torch
+
+                    model = tv.torchvision.models.get_model(case.name, weights=None,
+                                                            **case.kwargs).eval()
+                    args = tuple(torch.randn(case.shape) for _ in range(case.inputs))
+                    return model, args, dict(case.forward_kwargs)
+                out.append((f"torchvision/{case.name}", make_tv))
+    return out
+
+
+def _latency(path: Path, feeds: list[Any], runs: int = 5) -> float:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    inputs = dict(zip([i.name for i in sess.get_inputs()], feeds))
+    sess.run(None, inputs)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        sess.run(None, inputs)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _one(exporter: str, factory: Any, tmp: Path) -> dict[str, Any]:
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    from pt2onnx.verify import compare, flatten_tensors, to_numpy
+
+    torch.manual_seed(0)
+    model, args, kwargs = factory()
+    feeds = [to_numpy(t).copy() for t in flatten_tensors((args, kwargs))]
+    path = tmp / f"{exporter}.onnx"
+    start = time.perf_counter()
+    if exporter == "pt2onnx":
+        import pt2onnx
+
+        pt2onnx.export(model, args, path, kwargs=kwargs)
+    else:
+        torch.onnx.export(model, args, str(path), kwargs=kwargs, dynamo=True)
+    seconds = time.perf_counter() - start
+    with torch.no_grad():
+        expected = flatten_tensors(model(*args, **kwargs))
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds)))
+    ok = compare([f"out{i}" for i in range(len(got))], expected, got).ok
+    nodes = len(onnx.load(str(path), load_external_data=False).graph.node)
+    return {"ok": ok, "export_s": seconds, "nodes": nodes, "latency": _latency(path, feeds)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", nargs="*", default=["hf", "timm", "torchvision"])
+    parser.add_argument("-k", default="", help="only cases whose name contains this")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, factory in _cases(args.family):
+        if args.k not in name:
+            continue
+        results[name] = {}
+        for exporter in ("torch.onnx", "pt2onnx"):
+            with tempfile.TemporaryDirectory() as tmp:
+                try:
+                    r = _one(exporter, factory, Path(tmp))
+                except Exception as exc:
+                    last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+                    r = {"ok": False, "error": last[:160]}
+            results[name][exporter] = r
+        ours, theirs = results[name]["pt2onnx"], results[name]["torch.onnx"]
+        print(f"{name}: pt2onnx {'pass' if ours['ok'] else 'FAIL'}, "
+              f"torch.onnx {'pass' if theirs['ok'] else 'FAIL'}"
+              + "".join(f" [{k}: {r['error']}]" for k, r in results[name].items() if "error" in r),
+              flush=True)
+    _summary(results)
+    return 0
+
+
+def _summary(results: dict[str, dict[str, dict[str, Any]]]) -> None:
+    n = len(results)
+    passed = {e: sum(r[e]["ok"] for r in results.values()) for e in ("pt2onnx", "torch.onnx")}
+    print(f"\npassed: pt2onnx {passed['pt2onnx']}/{n}, torch.onnx {passed['torch.onnx']}/{n}")
+    print("\n| model | export time | nodes | ORT latency |   (ratio pt2onnx / torch.onnx)")
+    print("|---|---|---|---|")
+    logs: dict[str, list[float]] = {"export_s": [], "nodes": [], "latency": []}
+    for name, r in results.items():
+        ours, theirs = r["pt2onnx"], r["torch.onnx"]
+        if not (ours["ok"] and theirs["ok"]):
+            continue
+        cells = []
+        for key in logs:
+            ratio = ours[key] / theirs[key]
+            logs[key].append(math.log(ratio))
+            cells.append(f"{ratio:.2f}")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    if logs["nodes"]:
+        geo = {k: math.exp(sum(v) / len(v)) for k, v in logs.items()}
+        print(f"| geometric mean ({len(logs['nodes'])} models both pass) | "
+              + " | ".join(f"{geo[k]:.2f}" for k in logs) + " |")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
