@@ -13,7 +13,7 @@ TV_PIP := $(TV_PY) -m pip --disable-pip-version-check -q
 TV_STAMP := $(TV_VENV)/.installed
 TV_CONSTRAINTS ?= constraints-2.14.txt
 
-.PHONY: venv venv-tv demo test test-opinfo test-models test-all bench lint typecheck docs clean
+.PHONY: venv venv-tv demo test test-opinfo test-models test-all bench bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -46,8 +46,16 @@ test-opinfo: $(STAMP)
 test-models: $(TV_STAMP)
 	$(TV_PY) -m pytest -q -m models tests
 
+# Benchmarks print ratios against torch.onnx.export(dynamo=True); they never pass or fail on time.
 bench: $(STAMP)
 	$(PY) benchmarks/compare_export.py
+	$(PY) benchmarks/scaling.py
+
+bench-zoo: $(STAMP)
+	$(PY) benchmarks/zoo_compare.py
+
+bench-meta: $(STAMP)
+	$(PY) benchmarks/meta_export.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -12,6 +12,13 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
 from pt2onnx import _builder, _decomp
+from pt2onnx._fx_meta import (
+    Source,
+    output_names_from_spec,
+    shape_of,
+    source_of,
+    type_of,
+)
 from pt2onnx._registry import Registry, RuleEntry, op_name
 from pt2onnx.errors import (
     InvalidInputError,
@@ -44,80 +51,6 @@ class Const:
 
     tensor: torch.Tensor
     name: str | None = None
-
-
-@dataclass(frozen=True)
-class Source:
-    source: str
-    module: str
-    module_type: str
-
-
-def _source_of(node: torch.fx.Node, cache: dict[Any, Source]) -> Source:
-    stack = node.meta.get("stack_trace") or ""
-    modules = node.meta.get("nn_module_stack") or {}
-    key = (stack, id(modules))
-    hit = cache.get(key)
-    if hit is not None:
-        return hit
-    source = ""
-    lines = [ln for ln in stack.strip().splitlines() if ln.strip()]
-    # The innermost frame from a real file: generated code (<eval_with_key>.N, whose
-    # number changes from run to run) and torch's own frames are skipped.
-    fallback = ""
-    for i in range(len(lines) - 1, -1, -1):
-        line = lines[i].strip()
-        if not line.startswith("File "):
-            continue
-        code = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        text = f"{line}: {code}" if code else line
-        fallback = fallback or text
-        if line.startswith('File "<') or "/site-packages/torch/" in line:
-            continue
-        source = text
-        break
-    if not source and fallback and not fallback.startswith('File "<'):
-        source = fallback
-    module, module_type = "", ""
-    if modules:
-        path, mtype = list(modules.values())[-1]
-        module = _clean_module_path(str(path))
-        module_type = getattr(mtype, "__name__", str(mtype)).rsplit(".", 1)[-1]
-    hit = cache[key] = Source(source, module, module_type)
-    return hit
-
-
-def _clean_module_path(path: str) -> str:
-    # torch.export records paths as L['self'].layers[0].attn or as plain dotted names.
-    for prefix in ("L['self'].", "L['self']"):
-        if path.startswith(prefix):
-            path = path[len(prefix):]
-    return path.replace("._modules['", ".").replace("']", "").replace("[", ".").replace("]", "")
-
-
-def _shape_of(val: Any, names: dict[Any, Any] | None = None) -> ir.Shape | None:
-    if not isinstance(val, torch.Tensor):
-        return ir.Shape([]) if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) else None
-    dims: list[int | str] = []
-    for d in val.shape:
-        if isinstance(d, int):
-            dims.append(int(d))
-        else:
-            expr = d.node.expr
-            dims.append(str(expr.xreplace(names) if names else expr))
-    return ir.Shape(dims)
-
-
-def _type_of(val: Any) -> ir.TypeProtocol | None:
-    if isinstance(val, torch.Tensor):
-        return ir.TensorType(_builder.onnx_dtype(val.dtype))
-    if isinstance(val, torch.SymInt):
-        return ir.TensorType(ir.DataType.INT64)
-    if isinstance(val, torch.SymFloat):
-        return ir.TensorType(ir.DataType.FLOAT)
-    if isinstance(val, torch.SymBool):
-        return ir.TensorType(ir.DataType.BOOL)
-    return None
 
 
 class Translator:
@@ -230,8 +163,8 @@ class Translator:
                     name = self.input_names[user_index]
                 self._name_dims(val, name, user_index)
                 user_index += 1
-                value = ir.Value(name=self._unique(name), type=_type_of(val),
-                                 shape=_shape_of(val, self.sym_names))
+                value = ir.Value(name=self._unique(name), type=type_of(val),
+                                 shape=shape_of(val, self.sym_names))
                 self.graph.inputs.append(value)
                 self.env[node] = value
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
@@ -281,7 +214,7 @@ class Translator:
                 "ONNX graph: " + ", ".join(str(s.target) for s in dropped[:5])
             )
         seen: set[int] = set()
-        defaults = _output_names_from_spec(self.ep, len(user))
+        defaults = output_names_from_spec(self.ep, len(user))
         for i, fx_out in enumerate(user):
             value = self._value_of(fx_out)
             if not isinstance(value, ir.Value):
@@ -345,7 +278,7 @@ class Translator:
                 mutated, target = node.args[0], functional
         entry = self.custom.get(target) or self.registry.lookup(target, self.opset)
         if entry is None:
-            src = _source_of(node, self._source_cache)
+            src = source_of(node, self._source_cache)
             self.missing.append(MissingOp(op_name(target), src.source, src.module, node.name))
             self.env[node] = self._placeholder(node)
             return
@@ -362,7 +295,7 @@ class Translator:
             if self.missing:
                 self.env[node] = self._placeholder(node)
                 return
-            src = _source_of(node, self._source_cache)
+            src = source_of(node, self._source_cache)
             where = f"\n  at {src.source}" if src.source else ""
             module = f"\n  in module '{src.module}' ({src.module_type})" if src.module else ""
             raise TranslationError(
@@ -371,7 +304,7 @@ class Translator:
                 "Next step: check the rule against the op's schema, or override it with "
                 "custom_translations={op: fn}."
             ) from exc
-        _check_result(node, result, entry.fn, _source_of(node, self._source_cache))
+        _check_result(node, result, entry.fn, source_of(node, self._source_cache))
         if isinstance(result, ir.Value):
             self.fx_values[node.name] = (result, getattr(entry.fn, "__qualname__", str(entry.fn)))
         self._finish(node, result, start)
@@ -443,7 +376,7 @@ class Translator:
         new_nodes = self.g.nodes[start:]
         if not new_nodes:
             return
-        src = _source_of(node, self._source_cache)
+        src = source_of(node, self._source_cache)
         op = op_name(node.target)
         props = {"pt2onnx.fx_node": node.name, "pt2onnx.aten": op}
         if src.source:
@@ -469,8 +402,8 @@ class Translator:
 
     def _type_value(self, value: ir.Value, val: Any) -> None:
         if val is not None:
-            value.type = _type_of(val)
-            value.shape = _shape_of(val, self.sym_names)
+            value.type = type_of(val)
+            value.shape = shape_of(val, self.sym_names)
 
     def _unique(self, name: str) -> str:
         base, k = name, 0
@@ -548,33 +481,6 @@ def _get_attr(gm: torch.fx.GraphModule, target: str) -> Any:
     if isinstance(obj, torch.Tensor):
         return Const(obj, target)
     return obj
-
-
-def _output_names_from_spec(ep: torch.export.ExportedProgram, n: int) -> list[str | None]:
-    """Names such as ``logits`` or ``output_0`` from the model's output structure."""
-    import torch.utils._pytree as pytree
-
-    try:
-        spec = ep.call_spec.out_spec
-        tree = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
-        paths = [path for path, _ in pytree.tree_flatten_with_path(tree)[0]]
-    except Exception:
-        return [None] * n
-    if len(paths) != n:
-        return [None] * n
-    names: list[str | None] = []
-    for path in paths:
-        parts = []
-        for key in path:
-            part = getattr(key, "key", getattr(key, "name", getattr(key, "idx", None)))
-            parts.append(str(part))
-        if not parts:
-            names.append("output")
-        elif parts[0].isdigit():
-            names.append("output_" + "_".join(parts))
-        else:
-            names.append("_".join(parts))
-    return names
 
 
 def _contains_value(x: Any) -> bool:
