@@ -78,3 +78,25 @@ def test_model_proto_and_bfloat16_weights(tmp_path):
     w = {i.name: i for i in loaded.graph.initializer}["a.weight"]
     got = torch.from_numpy(numpy_helper.to_array(w).astype(np.float32))
     assert torch.equal(got, model.a.weight.float())
+
+
+def test_transposed_weights_are_written_in_blocks(tmp_path):
+    import io
+
+    w = torch.randn(7, 13)
+    buf = io.BytesIO()
+    _save._write_transposed(buf, w, chunk_bytes=7 * 4 * 3)  # three rows of w.t() per block
+    assert buf.getvalue() == w.t().contiguous().numpy().tobytes()
+
+
+def test_matmul_weights_through_external_data(tmp_path):
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).eval()
+    x = torch.randn(2, 5, 16)  # 3-D input: MatMul with weights stored transposed
+    prog = pt2onnx.export(model, (x,), tmp_path / "m.onnx", external_data=True)
+    assert "MatMul" in prog.report.op_histogram
+    onnx.checker.check_model(str(tmp_path / "m.onnx"), full_check=True)
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    (got,) = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)

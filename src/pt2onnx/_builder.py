@@ -294,6 +294,7 @@ class RuleContext:
                     shape=ir.Shape((raw.shape[1], raw.shape[0])), const_value=lazy,
                 )
                 cached.meta["pt2onnx.transpose_of"] = w.meta.get("pt2onnx.weight", w.name)
+                cached.meta["pt2onnx.transpose_src"] = raw
                 if raw.is_meta:
                     cached.meta["pt2onnx.meta"] = True
                 self.graph.register_initializer(cached)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -116,23 +117,57 @@ def _write_tensor(value: ir.Value, tensor: ir.TensorProtocol, f: Any, source: An
         ) from None
 
 
+def _transpose_source(value: ir.Value) -> torch.Tensor | None:
+    """The real 2-D tensor an initializer is the transpose of, if it is one."""
+    src = value.meta.get("pt2onnx.transpose_src")
+    return src if isinstance(src, torch.Tensor) and not src.is_meta else None
+
+
+def _write_transposed(f: Any, w: torch.Tensor, chunk_bytes: int = 16 * 2**20) -> None:
+    """Writes w.t() row by row block, so only one block is ever copied in memory."""
+    rows = w.shape[1]
+    step = max(1, chunk_bytes // max(1, w.shape[0] * w.element_size()))
+    for i in range(0, rows, step):
+        f.write(_tensor_buffer(w[:, i:i + step].t()))
+
+
 @contextlib.contextmanager
 def _external(model: ir.Model, path: Path, data_file: Path, source: Any = None) -> Iterator[None]:
     """Streams large initializers to data_file and points the model at them."""
     swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
     location = path.name + ".data"
     try:
-        with open(data_file, "wb") as f:
+        items = [
+            (value, value.const_value) for value in model.graph.initializers.values()
+            if value.const_value is not None
+            and (value.const_value.nbytes >= EXTERNAL_MIN_BYTES or is_meta(value))
+        ]
+
+        def prepare(i: int) -> Any:
+            value, tensor = items[i]
+            if (source is not None and is_meta(value)) or _transpose_source(value) is not None:
+                return None  # written in pieces below, never whole in memory
+            return _torch_bytes(tensor)
+
+        # One tensor ahead: the next buffer (a transpose, say) is made in a thread
+        # while this one is written; both release the GIL.
+        with open(data_file, "wb") as f, ThreadPoolExecutor(1) as pool:
             offset = 0
-            for value in model.graph.initializers.values():
-                tensor = value.const_value
-                if tensor is None or (tensor.nbytes < EXTERNAL_MIN_BYTES and not is_meta(value)):
-                    continue
+            ahead = pool.submit(prepare, 0) if items else None
+            for i, (value, tensor) in enumerate(items):
+                buf = ahead.result() if ahead is not None else None
+                ahead = pool.submit(prepare, i + 1) if i + 1 < len(items) else None
                 pad = (-offset) % _ALIGN
                 if pad:
                     f.write(b"\0" * pad)
                     offset += pad
-                _write_tensor(value, tensor, f, source)
+                if buf is not None:
+                    f.write(buf)
+                    del buf
+                elif (src := _transpose_source(value)) is not None:
+                    _write_transposed(f, src)
+                else:
+                    _write_tensor(value, tensor, f, source)
                 length = tensor.nbytes
                 ext = ir.ExternalTensor(
                     location, offset, length, tensor.dtype, shape=tensor.shape,

@@ -32,10 +32,52 @@ def batch_norm_inference(g: RuleContext, x: ir.Value, weight: ir.Value | None,
     c = _channels(x)
     dtype = x.dtype
     assert dtype is not None
+    fused = _fold_into_conv(g, x, weight, bias, running_mean, running_var, eps)
+    if fused is not None:
+        return fused, None, None
     weight = weight if weight is not None else _ones(g, c, dtype)
     bias = bias if bias is not None else _zeros(g, c, dtype)
     out = g.op.BatchNormalization(x, weight, bias, running_mean, running_var, epsilon=float(eps))
     return out, None, None
+
+
+def _raw(v: ir.Value | None) -> torch.Tensor | None:
+    raw = getattr(v.const_value, "raw", None) if v is not None and v.is_initializer() else None
+    return raw if isinstance(raw, torch.Tensor) and not raw.is_meta else None
+
+
+def _fold_into_conv(g: RuleContext, x: ir.Value, weight: ir.Value | None, bias: ir.Value | None,
+                    mean: ir.Value, var: ir.Value, eps: float) -> ir.Value | None:
+    """Inference batch norm right after a Conv that nothing else reads: scale the
+    Conv's weights and bias instead (what onnxruntime would do at load time), so
+    the graph has one node where it had two."""
+    conv = x.producer()
+    fx_in = g.node.args[0] if g.node is not None and g.node.args else None
+    if conv is None or conv.op_type != "Conv" or not isinstance(fx_in, torch.fx.Node):
+        return None
+    if len(fx_in.users) != 1 or len(x.uses()) != 0:
+        return None
+    w, b = _raw(conv.inputs[1]), _raw(conv.inputs[2]) if len(conv.inputs) > 2 else None
+    m, v = _raw(mean), _raw(var)
+    gamma, beta = _raw(weight), _raw(bias)
+    if w is None or m is None or v is None or (weight is not None and gamma is None) or (
+            bias is not None and beta is None) or (len(conv.inputs) > 2 and conv.inputs[2]
+                                                   is not None and b is None):
+        return None
+    with torch.no_grad():
+        scale = torch.rsqrt(v.double() + eps)
+        if gamma is not None:
+            scale = scale * gamma.double()
+        new_w = (w.double() * scale.reshape(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
+        shift = (b.double() if b is not None else torch.zeros_like(m, dtype=torch.float64)) - m
+        new_b = shift * scale + (beta.double() if beta is not None else 0.0)
+    conv.replace_input_with(1, g.const(new_w))
+    if len(conv.inputs) > 2:
+        conv.replace_input_with(2, g.const(new_b.to(w.dtype)))
+    else:
+        conv.resize_inputs(3)
+        conv.replace_input_with(2, g.const(new_b.to(w.dtype)))
+    return x
 
 
 @translation(aten.native_batch_norm.default)
