@@ -217,6 +217,19 @@ class RuleContext:
             self._consts[key] = val
         return val
 
+    def lazy_initializer(self, make: Any, dtype: torch.dtype, shape: tuple[int, ...]) -> ir.Value:
+        """An initializer whose data ``make()`` computes only when the model is saved."""
+        self._counter += 1
+        name = f"const_{self._counter}"
+        lazy = ir.LazyTensor(
+            lambda: ir.tensor_adapters.TorchTensor(make(), name=name),
+            dtype=onnx_dtype(dtype), shape=ir.Shape(shape), name=name,
+        )
+        value = ir.Value(name=name, type=ir.TensorType(onnx_dtype(dtype)), shape=ir.Shape(shape),
+                         const_value=lazy)
+        self.graph.register_initializer(value)
+        return value
+
     def tensor_initializer(self, tensor: torch.Tensor, name: str | None = None) -> ir.Value:
         if name is None:
             self._counter += 1

@@ -64,19 +64,25 @@ def _fold_into_conv(g: RuleContext, x: ir.Value, weight: ir.Value | None, bias: 
             bias is not None and beta is None) or (len(conv.inputs) > 2 and conv.inputs[2]
                                                    is not None and b is None):
         return None
-    with torch.no_grad():
-        scale = torch.rsqrt(v.double() + eps)
-        if gamma is not None:
-            scale = scale * gamma.double()
-        new_w = (w.double() * scale.reshape(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
-        shift = (b.double() if b is not None else torch.zeros_like(m, dtype=torch.float64)) - m
-        new_b = shift * scale + (beta.double() if beta is not None else 0.0)
-    conv.replace_input_with(1, g.const(new_w))
-    if len(conv.inputs) > 2:
-        conv.replace_input_with(2, g.const(new_b.to(w.dtype)))
-    else:
+    def scale() -> torch.Tensor:
+        out = torch.rsqrt(v.double() + eps)
+        return out * gamma.double() if gamma is not None else out
+
+    def fused_weight() -> torch.Tensor:
+        with torch.no_grad():
+            return (w.double() * scale().reshape(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
+
+    def fused_bias() -> torch.Tensor:
+        with torch.no_grad():
+            shift = (b.double() if b is not None else torch.zeros_like(m, dtype=torch.float64)) - m
+            out = shift * scale() + (beta.double() if beta is not None else 0.0)
+            return out.to(w.dtype)
+
+    # Computed when saved, one tensor at a time: no second copy of the weights meanwhile.
+    if len(conv.inputs) < 3:
         conv.resize_inputs(3)
-        conv.replace_input_with(2, g.const(new_b.to(w.dtype)))
+    conv.replace_input_with(1, g.lazy_initializer(fused_weight, w.dtype, tuple(w.shape)))
+    conv.replace_input_with(2, g.lazy_initializer(fused_bias, w.dtype, (w.shape[0],)))
     return x
 
 
