@@ -13,7 +13,7 @@ TV_PIP := $(TV_PY) -m pip --disable-pip-version-check -q
 TV_STAMP := $(TV_VENV)/.installed
 TV_CONSTRAINTS ?= constraints-2.14.txt
 
-.PHONY: venv venv-tv demo test test-opinfo test-models test-all bench bench-zoo bench-meta lint typecheck docs clean
+.PHONY: venv venv-tv demo test test-2.14 test-opinfo test-models test-models-ci test-all bench bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,17 @@ test-opinfo: $(STAMP)
 
 test-models: $(TV_STAMP)
 	$(TV_PY) -m pytest -q -m models tests
+
+# The second CI leg: the same fast tier on torch 2.14.1 (the torchvision venv).
+test-2.14: $(TV_STAMP)
+	$(TV_PY) -m pytest -q -n 2 -m "not models and not slow" tests
+
+# A small, representative part of the model tier, for CI: torchvision CNNs and a
+# transformer, timm resnet18, HF encoders (the *bert* family), llama with and
+# without its cache, and whisper.
+MODELS_CI ?= resnet18 or mobilenet_v2 or swin_t or bert or llama or whisper
+test-models-ci: $(TV_STAMP)
+	$(TV_PY) -m pytest -q -n 2 -m "models and not slow" tests/models -k "$(MODELS_CI)"
 
 # Benchmarks print ratios against torch.onnx.export(dynamo=True); they never pass or fail on time.
 bench: $(STAMP)
