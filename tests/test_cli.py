@@ -36,3 +36,9 @@ def test_version():
 
 def test_usage_error_exit_code():
     assert _run("no-such-command").returncode == 2
+
+
+def test_doctor_reports_tested_versions():
+    proc = _run("doctor")
+    assert proc.returncode == 0, proc.stderr
+    assert "torch" in proc.stdout and "tested" in proc.stdout

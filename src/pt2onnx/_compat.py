@@ -6,9 +6,20 @@ from typing import Any
 
 import torch
 
+TORCH_VERSION_STRING: str = str(torch.__version__)
 TORCH_VERSION: tuple[int, int] = tuple(  # type: ignore[assignment]
-    int(p) for p in torch.__version__.split("+")[0].split(".")[:2]
+    int(p) for p in TORCH_VERSION_STRING.split("+")[0].split(".")[:2]
 )
+
+# The combinations CI runs (docs/compatibility.md says the same); `pt2onnx doctor`
+# compares the installed versions with these, by major.minor(.patch) prefix.
+TESTED: dict[str, tuple[str, ...]] = {
+    "torch": ("2.13.0", "2.14.1"),
+    "onnx": ("1.23",),
+    "onnx-ir": ("1.1",),
+    "onnxruntime": ("1.31",),
+    "python": ("3.11",),
+}
 
 
 def export(

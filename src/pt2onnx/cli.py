@@ -142,6 +142,27 @@ def _add_commands(sub: Any) -> None:
     inspect.set_defaults(fn=_cmd_inspect)
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from pt2onnx import _compat
+    from pt2onnx.report import versions
+
+    found = versions()
+    untested = 0
+    for name, version in found.items():
+        tested = _compat.TESTED.get(name)
+        if tested is None:
+            note = ""
+        elif any(version.split("+")[0].startswith(t) for t in tested):
+            note = "tested"
+        else:
+            untested += 1
+            note = f"not tested (CI runs {', '.join(tested)})"
+        print(f"{name:12s} {version:16s} {note}")
+    print("all versions are tested combinations" if not untested
+          else f"{untested} version(s) outside the tested set; see docs/compatibility.md")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from pt2onnx._version import __version__
 
@@ -156,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--json", action="store_true", help="machine-readable output")
     ops.add_argument("--markdown", action="store_true", help="the docs/ops.md table")
     ops.set_defaults(fn=_cmd_ops)
+    doctor = sub.add_parser("doctor", help="print the versions in use and whether CI tests them")
+    doctor.set_defaults(fn=_cmd_doctor)
     return parser
 
 

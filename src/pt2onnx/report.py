@@ -31,11 +31,10 @@ def versions() -> dict[str, str]:
     import importlib.metadata as md
     import platform
 
-    import torch
-
+    from pt2onnx import _compat
     from pt2onnx._version import __version__
 
-    found = {"pt2onnx": __version__, "torch": torch.__version__}
+    found = {"pt2onnx": __version__, "torch": _compat.TORCH_VERSION_STRING}
     for dist in ("onnx", "onnx-ir", "onnxruntime"):
         try:
             found[dist] = md.version(dist)
