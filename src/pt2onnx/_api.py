@@ -400,7 +400,7 @@ def _check_leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
 
     _capture.register_output_containers()  # a transformers cache is a container, not a leaf
     for path, leaf in pytree.tree_flatten_with_path((args, kwargs))[0]:
-        where = ("args" if path[0].idx == 0 else "kwargs") + pytree.keystr(path[1:])
+        where = ("args" if getattr(path[0], "idx", 0) == 0 else "kwargs") + pytree.keystr(path[1:])
         if isinstance(leaf, torch.Tensor):
             if leaf.dtype not in _TORCH_TO_ONNX:
                 raise InvalidInputError(

@@ -86,6 +86,7 @@ def functional_variant(node: torch.fx.Node) -> Any:
     None, and the program is functionalized by run_decompositions instead.
     """
     op = node.target
+    assert isinstance(op, torch._ops.OpOverload)
     schema = op._schema
     name = schema.name.split("::")[-1]
     if not name.endswith("_") or name.endswith("__") or not schema.arguments:

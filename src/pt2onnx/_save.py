@@ -95,7 +95,7 @@ def _write_tensor(value: ir.Value, tensor: ir.TensorProtocol, f: Any, source: An
         f.write(_torch_bytes(tensor))
         return
     dtype = torch_dtype(tensor.dtype)
-    shape = tuple(int(d) for d in tensor.shape)
+    shape = tuple(int(d) for d in tensor.shape)  # type: ignore[arg-type]  (initializers are static)
     key = value.meta.get("pt2onnx.transpose_of")
     try:
         if key is not None:
@@ -170,7 +170,7 @@ def _external(model: ir.Model, path: Path, data_file: Path, source: Any = None) 
                     _write_tensor(value, tensor, f, source)
                 length = tensor.nbytes
                 ext = ir.ExternalTensor(
-                    location, offset, length, tensor.dtype, shape=tensor.shape,
+                    location, offset, length, tensor.dtype, shape=ir.Shape(tensor.shape),
                     name=value.name or "", base_dir=str(path.parent),
                 )
                 offset += length

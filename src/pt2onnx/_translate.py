@@ -206,6 +206,7 @@ class Translator:
     def _bind_outputs(self, node: torch.fx.Node) -> None:
         specs = self.ep.graph_signature.output_specs
         results = node.args[0]
+        assert isinstance(results, (list, tuple))
         user = [r for r, s in zip(results, specs) if s.kind in (OutputKind.USER_OUTPUT,)]
         dropped = [s for s in specs if s.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION)]
         if dropped:
@@ -308,7 +309,7 @@ class Translator:
         if isinstance(result, ir.Value):
             self.fx_values[node.name] = (result, getattr(entry.fn, "__qualname__", str(entry.fn)))
         self._finish(node, result, start)
-        if mutated is not None:
+        if isinstance(mutated, torch.fx.Node):
             self.env[mutated] = result
 
     def _arg(self, a: Any) -> Any:
