@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import tempfile
 import time
@@ -26,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "models")]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests"), str(ROOT / "tests" / "models")]
+
+from compare_export import _latency  # noqa: E402  (1 thread, median; shared with make bench)
 
 
 def _cases(families: list[str]) -> list[tuple[str, Any]]:
@@ -76,23 +77,6 @@ def _cases(families: list[str]) -> list[tuple[str, Any]]:
     return out
 
 
-def _latency(path: Path, feeds: list[Any], runs: int = 5) -> float:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    inputs = dict(zip([i.name for i in sess.get_inputs()], feeds))
-    sess.run(None, inputs)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        sess.run(None, inputs)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def _one(exporter: str, factory: Any, tmp: Path) -> dict[str, Any]:
     import onnx
     import onnxruntime as ort
@@ -118,7 +102,8 @@ def _one(exporter: str, factory: Any, tmp: Path) -> dict[str, Any]:
     got = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds)))
     ok = compare([f"out{i}" for i in range(len(got))], expected, got).ok
     nodes = len(onnx.load(str(path), load_external_data=False).graph.node)
-    return {"ok": ok, "export_s": seconds, "nodes": nodes, "latency": _latency(path, feeds)}
+    latency = _latency(path, {f"in{i}": a for i, a in enumerate(feeds)}, 5)
+    return {"ok": ok, "export_s": seconds, "nodes": nodes, "latency": latency}
 
 
 def main() -> int:
