@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from pathlib import Path
 
 import pt2onnx
@@ -21,6 +22,18 @@ def _signature(obj: object) -> str:
         return str(inspect.signature(obj))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return "(...)"
+
+
+def _instance_attributes(cls: type) -> list[str]:
+    """Public attributes that ``__init__`` sets on ``self`` (e.g. ``OnnxProgram.model``)."""
+    init = vars(cls).get("__init__")
+    if init is None or not inspect.isfunction(init):
+        return []
+    try:
+        source = inspect.getsource(init)
+    except (OSError, TypeError):
+        return []
+    return sorted(set(re.findall(r"\bself\.([a-z]\w*)\s*(?::[^=\n]+)?=(?!=)", source)))
 
 
 def describe_api() -> str:
@@ -40,6 +53,8 @@ def describe_api() -> str:
                     lines.append(f"    {attr}{_signature(member.__func__)}")
                 elif callable(member):
                     lines.append(f"    {attr}{_signature(member)}")
+            lines += [f"    {attr}: attribute" for attr in _instance_attributes(obj)
+                      if attr not in vars(obj)]
         elif callable(obj):
             lines.append(f"def {name}{_signature(obj)}")
         else:

@@ -67,3 +67,16 @@ def core_aten_ops() -> list[torch._ops.OpOverload]:
         if torch.Tag.core in op.tags:
             ops.append(op)
     return ops
+
+
+def is_tested(name: str, version: str) -> bool | None:
+    """Whether ``version`` of ``name`` is in TESTED (None: no tested set for ``name``).
+
+    A tested entry matches by whole components: "1.1" matches 1.1.0 and 1.1.3, not 1.10;
+    a local build tag ("+cpu", "+cu130") is ignored.
+    """
+    tested = TESTED.get(name)
+    if tested is None:
+        return None
+    parts = version.split("+")[0].split(".")
+    return any(parts[: len(t.split("."))] == t.split(".") for t in tested)

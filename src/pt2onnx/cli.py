@@ -149,14 +149,14 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     found = versions()
     untested = 0
     for name, version in found.items():
-        tested = _compat.TESTED.get(name)
+        tested = _compat.is_tested(name, version)
         if tested is None:
             note = ""
-        elif any(version.split("+")[0].startswith(t) for t in tested):
+        elif tested:
             note = "tested"
         else:
             untested += 1
-            note = f"not tested (CI runs {', '.join(tested)})"
+            note = f"not tested (CI runs {', '.join(_compat.TESTED[name])})"
         print(f"{name:12s} {version:16s} {note}")
     print("all versions are tested combinations" if not untested
           else f"{untested} version(s) outside the tested set; see docs/compatibility.md")

@@ -75,6 +75,8 @@ def diff(g: RuleContext, x: ir.Value, n: int = 1, dim: int = -1, prepend: Any = 
          append: Any = None) -> ir.Value:
     """diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor"""
     d = normalize_dim(dim, rank(x))
+    if n == 0:  # torch returns self, ignoring prepend and append
+        return x
     if prepend is not None or append is not None:
         x = g.op.Concat(*[v for v in (prepend, x, append) if v is not None], axis=d)
     axis = g.const([d])

@@ -115,6 +115,8 @@ def isnan(g: RuleContext, x: ir.Value) -> ir.Value:
 def logical_not(g: RuleContext, x: ir.Value) -> ir.Value:
     """logical_not(Tensor self) -> Tensor"""
     if g.node is not None and g.node.target is aten.bitwise_not.default and x.dtype != ir.DataType.BOOL:
+        if g.opset < 18:
+            raise NotImplementedError("bitwise_not on integers needs BitwiseNot: opset 18 or later")
         return g.op.BitwiseNot(x)
     return g.cast(g.op.Not(g.cast(x, ir.DataType.BOOL)), g.dtype)
 
@@ -127,7 +129,8 @@ def _binary(onnx_op: str, g: RuleContext, a: Any, b: Any, alpha: Any = 1) -> ir.
     dtype = g.dtype
     b_val = operand(g, b, dtype)
     if alpha != 1:
-        b_val = g.op.Mul(b_val, g.const(alpha, dtype))
+        scale = g.op.And if dtype == ir.DataType.BOOL else g.op.Mul
+        b_val = scale(b_val, g.const(bool(alpha) if dtype == ir.DataType.BOOL else alpha, dtype))
     if dtype == ir.DataType.BOOL:
         # ONNX arithmetic has no bool kernels; on bools torch's add is or, mul is and.
         onnx_op = _BOOL_ARITH.get(onnx_op, onnx_op)
@@ -253,6 +256,8 @@ for _op, _onnx in {aten.logical_and.default: "And", aten.logical_or.default: "Or
 def _bitwise(bool_op: str, int_op: str, g: RuleContext, a: Any, b: Any) -> ir.Value:
     if g.dtype == ir.DataType.BOOL:
         return _logical(bool_op, g, a, b)
+    if g.opset < 18:
+        raise NotImplementedError(f"{int_op} on integers needs opset 18 or later")
     return getattr(g.op, int_op)(operand(g, a, g.dtype), operand(g, b, g.dtype))
 
 
@@ -414,6 +419,8 @@ def hardsigmoid(g: RuleContext, x: ir.Value) -> ir.Value:
 @translation(aten.mish.default)
 def mish(g: RuleContext, x: ir.Value) -> ir.Value:
     """mish(Tensor self) -> Tensor"""
+    if g.opset < 18:  # Mish is opset 18
+        return g.op.Mul(x, g.op.Tanh(g.op.Softplus(x)))
     return g.op.Mish(x)
 
 

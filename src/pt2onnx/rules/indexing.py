@@ -33,6 +33,8 @@ def gather(g: RuleContext, x: ir.Value, dim: int, index: ir.Value,
     """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
     if rank(x) == 0:
         return g.op.Identity(x)
+    if index.dtype not in (ir.DataType.INT32, ir.DataType.INT64):  # e.g. uint8 in OpInfo samples
+        index = g.cast(index, ir.DataType.INT64)
     return g.op.GatherElements(x, index, axis=normalize_dim(dim, rank(x)))
 
 
