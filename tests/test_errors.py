@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -87,17 +88,36 @@ def test_parent_directory_missing(tmp_path):
         pt2onnx.export(nn.ReLU(), (torch.randn(2),), tmp_path / "nope" / "m.onnx")
 
 
-def test_capture_failure_reports_both_attempts(tmp_path):
-    class DataDependent(nn.Module):
-        def forward(self, x):
-            if x.sum() > 0:
-                return x + 1
-            return x - 1
+class _DataDependent(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x + 1
+        return x - 1
 
+
+def test_data_dependent_branch_is_traced_with_a_warning(tmp_path):
+    x = torch.ones(3)
+    with pytest.warns(UserWarning, match="traced with make_fx"):
+        prog = pt2onnx.export(_DataDependent(), (x,), tmp_path / "m.onnx")
+    assert prog.report.capture_strategy == "trace (make_fx)"
+    # Both torch.export attempts are kept in the report, with their errors.
+    assert [f.split("(")[1][:12] for f in prog.report.fallbacks] == ["strict=False", "strict=True)"]
+    assert any("traced with make_fx" in w for w in prog.report.warnings)
+    assert prog.verify(x).ok
+    # The branch taken for the example input is baked in: the trace is not general.
+    np.testing.assert_allclose(prog.run(-x)[0], (-x + 1).numpy())
+
+
+def test_capture_failure_reports_every_attempt(tmp_path, monkeypatch):
+    def no_trace(*args, **kwargs):
+        raise RuntimeError("trace refused")
+
+    monkeypatch.setattr(pt2onnx._capture, "trace", no_trace)
     with pytest.raises(pt2onnx.CaptureError) as info:
-        pt2onnx.export(DataDependent(), (torch.randn(3),), tmp_path / "m.onnx")
+        pt2onnx.export(_DataDependent(), (torch.randn(3),), tmp_path / "m.onnx")
     message = str(info.value)
     assert "strict=False" in message and "strict=True" in message
+    assert "trace refused" in message and "Next step" in message
     assert _listing(tmp_path) == []
 
 

@@ -314,24 +314,37 @@ def _export(
         dynamic_shapes = _dynamic_axes_to_shapes(args, kwargs, input_names, dynamic_axes)
 
     rep = ExportReport(opset=target_opset)
+    registry = REGISTRY
+    custom = custom_translations or {}
+    keep = tuple(
+        op for op in _decomp.KEEP
+        if op in custom or registry.lookup(op, target_opset) is not None
+    )
+
+    def has_rule(op: Any) -> bool:
+        return op in custom or registry.lookup(op, target_opset) is not None
+
+    def trace_decompositions() -> dict[Any, Any]:
+        # A trace decomposes as it goes: only the ops that have no rule.
+        return {op: fn for op, fn in _decomp.decomposition_table(keep).items() if not has_rule(op)}
+
+    from pt2onnx.rules import torchvision as _torchvision_rules
+
+    _torchvision_rules.register()  # torchvision's ops exist only once it is imported
     with rep.stage("capture"), debug.preserving_meta():
-        captured = _capture.capture(model, args, kwargs, dynamic_shapes)
+        captured = _capture.capture(model, args, kwargs, dynamic_shapes, trace_decompositions)
     rep.capture_strategy = captured.strategy
     rep.fallbacks = list(captured.fallbacks)
+    for message in captured.warnings:
+        rep.warnings.append(message)
+        warnings.warn(message, stacklevel=3)
 
-    registry = REGISTRY
     with rep.stage("decompose"):
-        keep = tuple(
-            op for op in _decomp.KEEP
-            if (custom_translations and op in custom_translations)
-            or registry.lookup(op, target_opset) is not None
-        )
-        custom = custom_translations or {}
-        why = _decomp.reason_to_decompose(
-            captured.program,
-            lambda op: op in custom or registry.lookup(op, target_opset) is not None,
-        )
-        if why is None:
+        why = None if captured.traced else _decomp.reason_to_decompose(captured.program, has_rule)
+        if captured.traced:
+            program = captured.program
+            rep.decomposition = "done during the trace (make_fx), for ops without a rule"
+        elif why is None:
             program = captured.program
             rep.decomposition = "skipped: every captured op has a rule"
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import torch
 
 from pt2onnx import _compat
+from pt2onnx._trace import trace
 from pt2onnx.errors import CaptureError, InvalidInputError
 
 
@@ -18,6 +20,10 @@ class CaptureResult:
     program: torch.export.ExportedProgram
     strategy: str
     fallbacks: list[str] = field(default_factory=list)
+    # True when torch.export failed and the program comes from a make_fx trace:
+    # decomposition already happened during the trace, and shapes are specialised.
+    traced: bool = False
+    warnings: list[str] = field(default_factory=list)
 
 
 class _CallableModule(torch.nn.Module):
@@ -76,8 +82,13 @@ def capture(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     dynamic_shapes: Any = None,
+    decompositions: Callable[[], dict[Any, Any]] | None = None,
 ) -> CaptureResult:
-    """torch.export with strict=False, then strict=True; both errors if both fail."""
+    """torch.export with strict=False, then strict=True, then a make_fx trace.
+
+    ``decompositions`` builds the table the trace applies (ops without a rule);
+    the torch.export paths decompose later, in the decompose stage.
+    """
     if isinstance(model, torch.export.ExportedProgram):
         return CaptureResult(model, "given ExportedProgram")
     module = as_module(model)
@@ -99,13 +110,29 @@ def capture(
                 ) from None
             continue
         return CaptureResult(ep, f"torch.export(strict={strict})", errors)
-    raise CaptureError(
-        "torch.export could not capture the model.\n"
-        + "\n".join(f"  - {e}" for e in errors)
-        + "\nNext step: fix the first error in your model's forward (often data-dependent "
-        "Python control flow or an unsupported Python construct), or export a smaller "
-        "submodule. See https://pytorch.org/docs/stable/export.html"
+    try:
+        ep, notes = trace(module, args, kwargs, decompositions() if decompositions else None)
+    except Exception as exc:
+        errors.append(f"make_fx trace (last resort) failed: {_short(exc)}")
+        raise CaptureError(
+            "torch.export could not capture the model, and neither could a trace.\n"
+            + "\n".join(f"  - {e}" for e in errors)
+            + "\nNext step: fix the first error in your model's forward (often data-dependent "
+            "Python control flow or an unsupported Python construct), or export a smaller "
+            "submodule. See https://pytorch.org/docs/stable/export.html"
+        ) from None
+    warning = (
+        "torch.export could not capture the model (first error: "
+        + errors[0].split(": ", 1)[-1][:300]
+        + "), so it was traced with make_fx on the example inputs instead. The trace "
+        "bakes in Python control flow and every data-dependent size (number of boxes, "
+        "loop counts) seen with these inputs: the ONNX graph is exact for inputs that take "
+        "the same paths, not in general. To get a general graph, make the model "
+        "torch.export-able (see the errors in the report's fallbacks)."
     )
+    if dynamic_shapes is not None:
+        warning += " dynamic_shapes was ignored: a trace has static shapes."
+    return CaptureResult(ep, "trace (make_fx)", errors, traced=True, warnings=[warning, *notes])
 
 
 def _is_shape_spec_error(exc: BaseException) -> bool:

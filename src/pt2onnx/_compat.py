@@ -80,3 +80,40 @@ def is_tested(name: str, version: str) -> bool | None:
         return None
     parts = version.split("+")[0].split(".")
     return any(parts[: len(t.split("."))] == t.split(".") for t in tested)
+
+
+def exported_program_from_graph(
+    gm: torch.fx.GraphModule,
+    input_specs: list[Any],
+    output_specs: list[Any],
+    state_dict: dict[str, torch.Tensor],
+    constants: dict[str, torch.Tensor],
+    in_spec: Any,
+    out_spec: Any,
+) -> torch.export.ExportedProgram:
+    """Wraps a traced ATen graph (lifted placeholders) as an ExportedProgram.
+
+    Used by the trace fallback, so the rest of the pipeline sees one kind of
+    program. The graph is not re-verified: a make_fx trace holds
+    data-dependent ops (nonzero, custom ops) that the ATen verifier refuses.
+    """
+    from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
+    from torch.export.graph_signature import ExportGraphSignature
+
+    signature = ExportGraphSignature(input_specs=input_specs, output_specs=output_specs)
+    entry = ModuleCallEntry(
+        fqn="",
+        signature=ModuleCallSignature(
+            inputs=[], outputs=[], in_spec=in_spec, out_spec=out_spec
+        ),
+    )
+    return torch.export.ExportedProgram(
+        root=gm,
+        graph=gm.graph,
+        graph_signature=signature,
+        state_dict=state_dict,
+        range_constraints={},
+        module_call_graph=[entry],
+        constants=constants,
+        verifiers=[],
+    )

@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import onnx
 import pytest
 import torch
 
+import pt2onnx
 from conftest import export_and_verify
 
 _WHY = (
@@ -91,6 +94,24 @@ OPTICAL_FLOW = [
          forward_kwargs={"num_flow_updates": 3}),
 ]
 
+# Detection: torch.export fails on all of them (data-dependent guards in postprocessing),
+# so they go through the make_fx trace fallback. Every one is listed; none is expected to fail.
+DETECTION = [
+    "fasterrcnn_resnet50_fpn",
+    "fasterrcnn_resnet50_fpn_v2",
+    "fasterrcnn_mobilenet_v3_large_fpn",
+    "fasterrcnn_mobilenet_v3_large_320_fpn",
+    "maskrcnn_resnet50_fpn",
+    "maskrcnn_resnet50_fpn_v2",
+    "keypointrcnn_resnet50_fpn",
+    "retinanet_resnet50_fpn",
+    "retinanet_resnet50_fpn_v2",
+    "fcos_resnet50_fpn",
+    "ssd300_vgg16",
+    "ssdlite320_mobilenet_v3_large",
+]
+DETECTION_IMAGE = (3, 256, 256)
+
 # Models whose ops span most rule families, exported at the ends of the opset range.
 OPSET_SPREAD = ["mobilenet_v3_small", "swin_t", "vit_b_16", "lraspp_mobilenet_v3_large"]
 # Exported with a dynamic batch and run at another batch size: these resize to a size taken
@@ -153,3 +174,115 @@ def test_dynamic_batch(name: str, tmp_path: Path) -> None:
                              dynamic_axes={"x": {0: "batch"}})
     result = prog.verify(torch.randn((3, *case.shape[1:])))
     assert result.ok, f"{name} at batch 3:\n{result}"
+
+
+def _detection_model(name: str) -> torch.nn.Module:
+    # Score threshold 0 keeps boxes despite random weights. The default init leaves the
+    # features near zero and every score equal, so NMS order would be arbitrary; a
+    # fan-in normal init gives distinct scores. R-CNN, RetinaNet and FCOS resize to 256.
+    kwargs: dict[str, Any] = {"weights": None, "weights_backbone": None}
+    kwargs["box_score_thresh" if "rcnn" in name else "score_thresh"] = 0.0
+    if not name.startswith("ssd"):
+        kwargs.update(min_size=DETECTION_IMAGE[1], max_size=DETECTION_IMAGE[2])
+    model = torchvision.models.get_model(name, **kwargs).eval()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (torch.nn.Conv2d, torch.nn.Linear)):
+                torch.nn.init.kaiming_normal_(module.weight, nonlinearity="linear")
+                if module.bias is not None:
+                    module.bias.normal_(0, 0.1)
+    return model
+
+
+def _assert_detections_match(ref: dict[str, torch.Tensor], got: dict[str, np.ndarray]) -> None:
+    """Every eager detection has an ONNX one with the same score, label, box, mask, keypoints.
+
+    Rows are matched, not compared in order: detections whose scores tie (to float
+    rounding) may come out of NMS and the final sort in either order.
+    """
+    assert set(got) == set(ref), f"outputs {sorted(got)} != {sorted(ref)}"
+    n = len(ref["scores"])
+    assert n > 0, "no detections to compare"
+    assert all(len(v) == n for v in got.values()), {k: v.shape for k, v in got.items()}
+    expected = {k: v.numpy() for k, v in ref.items()}
+    tol = {k: 1e-4 + 1e-3 * float(np.abs(v).max()) for k, v in expected.items()}
+    scores = got["scores"]
+    unused = set(range(n))
+    for i in range(n):
+        close = [j for j in unused if abs(scores[j] - expected["scores"][i]) <= tol["scores"]]
+        match = next((j for j in sorted(close, key=lambda j: abs(j - i)) if all(
+            np.abs(got[k][j].astype(np.float64) - expected[k][i]).max() <= tol[k]
+            for k in expected
+        )), None)
+        assert match is not None, (
+            f"eager detection {i} (score {expected['scores'][i]:.6g}, label "
+            f"{expected['labels'][i]}, box {expected['boxes'][i]}) has no ONNX match"
+        )
+        unused.discard(match)
+
+
+@pytest.mark.parametrize("name", DETECTION)
+def test_detection(name: str, tmp_path: Path) -> None:
+    model = _detection_model(name)
+    image = torch.rand(DETECTION_IMAGE)
+    path = tmp_path / f"{name}.onnx"
+    with pytest.warns(UserWarning, match="traced with make_fx"):
+        prog = pt2onnx.export(model, ([image],), path)
+    assert prog.report.capture_strategy == "trace (make_fx)"
+    onnx.checker.check_model(str(path), full_check=True)
+    with torch.no_grad():
+        (ref,) = model([image])
+    names = [o.name for o in prog.model_proto.graph.output]
+    got = {name.removeprefix("output_0_"): value for name, value in zip(names, prog.run([image]))}
+    _assert_detections_match(ref, got)
+
+
+class _Ops(torch.nn.Module):
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs: torch.Tensor) -> Any:
+        return self.fn(*xs)
+
+
+def _boxes(n: int) -> torch.Tensor:
+    xy = torch.rand(n, 2) * 50
+    return torch.cat([xy, xy + 5 + torch.rand(n, 2) * 30], dim=1)
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("sampling_ratio", [-1, 2])
+def test_roi_align(aligned: bool, sampling_ratio: int, tmp_path: Path) -> None:
+    x = torch.randn(2, 4, 32, 32)
+    rois = torch.cat([torch.tensor([[0.0], [1.0], [1.0], [0.0]]), _boxes(4) / 2], dim=1)
+    rois[3, 1:] = torch.tensor([3.0, 3.0, 3.2, 3.1])  # smaller than a pixel: legacy clamps to 1
+    model = _Ops(lambda x, r: torchvision.ops.roi_align(x, r, (5, 3), 0.5, sampling_ratio,
+                                                        aligned))
+    export_and_verify(model, (x, rois), tmp_path, name="roi_align")
+
+
+def test_nms(tmp_path: Path) -> None:
+    boxes, scores = _boxes(60), torch.rand(60)
+    model = _Ops(lambda b, s: torchvision.ops.nms(b, s, 0.3))
+    prog = export_and_verify(model, (boxes, scores), tmp_path, name="nms")
+    # nms is data-dependent but torch.export captures it: other boxes keep another count.
+    assert prog.report.capture_strategy.startswith("torch.export")
+    boxes, scores = _boxes(60), torch.rand(60)
+    assert prog.verify(boxes, scores).ok
+
+
+def test_batched_nms(tmp_path: Path) -> None:
+    # Above 1,000 boxes torchvision loops over the classes present in Python; the trace
+    # fallback captures the call as one pt2onnx::batched_nms op instead of unrolling it.
+    n = 1500
+    boxes, scores, idxs = _boxes(n), torch.rand(n), torch.randint(0, 5, (n,))
+    model = _Ops(lambda b, s, i: torchvision.ops.batched_nms(b, s, i, 0.4))
+    with pytest.warns(UserWarning, match="pt2onnx::batched_nms"):
+        prog = export_and_verify(model, (boxes, scores, idxs), tmp_path, name="batched_nms")
+    assert prog.report.capture_strategy == "trace (make_fx)"
+    ops = {node.op_type for node in prog.model_proto.graph.node}
+    assert "NonMaxSuppression" in ops and "Loop" not in ops
+    # The classes are not baked in: a class unseen while tracing is handled too.
+    boxes, scores, idxs = _boxes(n), torch.rand(n), torch.randint(0, 7, (n,))
+    assert prog.verify(boxes, scores, idxs).ok

@@ -65,6 +65,17 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[torch.Tensor, ...]]] = {
     "col2im.unbatched_dilated": (lambda x: aten.col2im(x, [6, 6], [2, 2], [2, 1], [0, 1], [1, 2]),
                                  (r(2 * 4, 4 * 4),)),
     "atan2.out": (lambda a, b: torch.atan2(a, b), (r(3, 4), r(3, 4))),
+    # Outputs of length 1: torch samples the centre of the input (half_pixel), not index 0.
+    "upsample_bilinear2d.to_length_1": (
+        lambda x: torch.nn.functional.interpolate(x, size=(1, 5), mode="bilinear"), (r(2, 3, 9, 7),)),
+    "upsample_bicubic2d.to_length_1": (
+        lambda x: torch.nn.functional.interpolate(x, size=(4, 1), mode="bicubic"), (r(2, 3, 9, 7),)),
+    "upsample_bilinear2d.default": (
+        lambda x: aten.upsample_bilinear2d.default(x, [5, 11], False), (r(1, 2, 4, 4),)),
+    "upsample_bilinear2d.default_scales": (
+        lambda x: aten.upsample_bilinear2d.default(x, [6, 10], False, 1.5, 2.5), (r(1, 2, 4, 4),)),
+    "upsample_nearest2d.default": (
+        lambda x: aten.upsample_nearest2d.default(x, [7, 3]), (r(1, 2, 4, 5),)),
 }
 RANDOM: dict[str, tuple[Callable[..., Any], tuple[int, ...], torch.dtype]] = {
     "rand": (lambda: torch.rand(3, 4), (3, 4), torch.float32),

@@ -24,4 +24,5 @@ from pt2onnx.rules import (  # noqa: F401
     shape,
     sorting,
     symbolic,
+    torchvision,
 )

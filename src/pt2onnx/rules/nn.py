@@ -155,7 +155,9 @@ def _resize(g: RuleContext, x: ir.Value, mode: str, align_corners: bool | None,
     elif align_corners:
         attrs["coordinate_transformation_mode"] = "align_corners"
     else:
-        attrs["coordinate_transformation_mode"] = "pytorch_half_pixel"
+        # Not pytorch_half_pixel: that maps an output of length 1 to source index 0,
+        # while torch samples the centre, as half_pixel does (measured, linear and cubic).
+        attrs["coordinate_transformation_mode"] = "half_pixel"
     if mode == "cubic":
         attrs["cubic_coeff_a"] = -0.75
     static = g.static_shape()
@@ -201,6 +203,32 @@ for _op, _mode, _n, _align in (
     (aten.upsample_bicubic2d.vec, "cubic", 2, True),
 ):
     translation(_op)(_upsample(_mode, _n, _align))
+
+
+def _upsample_sized(mode: str, n: int, align: bool):  # type: ignore[no-untyped-def]
+    # The .default overloads take the output size and, optionally, the scales
+    # the size came from; torch maps coordinates with the scales when all are given.
+    def rule(g: RuleContext, x: ir.Value, output_size: Any, *rest: Any) -> ir.Value:
+        align_corners = bool(rest[0]) if align else None
+        scales = list(rest[1:] if align else rest)
+        if len(scales) == n and all(s is not None for s in scales) and not align_corners:
+            return _resize(g, x, mode, align_corners, scales, n)
+        return _resize(g, x, mode, align_corners, None, n, output_size)
+
+    rule.__doc__ = f"upsample ({mode}, {n}-d, output_size overload)"
+    return rule
+
+
+for _op, _mode, _n, _align in (
+    (aten.upsample_nearest1d.default, "nearest", 1, False),
+    (aten.upsample_nearest2d.default, "nearest", 2, False),
+    (aten.upsample_nearest3d.default, "nearest", 3, False),
+    (aten.upsample_linear1d.default, "linear", 1, True),
+    (aten.upsample_bilinear2d.default, "linear", 2, True),
+    (aten.upsample_trilinear3d.default, "linear", 3, True),
+    (aten.upsample_bicubic2d.default, "cubic", 2, True),
+):
+    translation(_op)(_upsample_sized(_mode, _n, _align))
 
 
 @translation(aten.pixel_shuffle.default)
