@@ -53,7 +53,7 @@ test-2.14: $(TV_STAMP)
 # A small, representative part of the model tier, for CI: torchvision CNNs and a
 # transformer, timm resnet18, HF encoders (the *bert* family), llama with and
 # without its cache, and whisper.
-MODELS_CI ?= resnet18 or mobilenet_v2 or swin_t or bert or llama or whisper
+MODELS_CI ?= resnet18 or mobilenet_v2 or swin_t or bert or llama or whisper or fasterrcnn_mobilenet_v3_large_320_fpn or nms or roi_align
 test-models-ci: $(TV_STAMP)
 	$(TV_PY) -m pytest -q -n 2 -m "models and not slow" tests/models -k "$(MODELS_CI)"
 

@@ -121,10 +121,9 @@ def capture(
             "Python control flow or an unsupported Python construct), or export a smaller "
             "submodule. See https://pytorch.org/docs/stable/export.html"
         ) from None
+    first = errors[0].split(": ", 1)[-1].strip().splitlines()[0][:200]
     warning = (
-        "torch.export could not capture the model (first error: "
-        + errors[0].split(": ", 1)[-1][:300]
-        + "), so it was traced with make_fx on the example inputs instead. The trace "
+        f"torch.export could not capture the model ({first}), so it was traced with make_fx on the example inputs instead. The trace "
         "bakes in Python control flow and every data-dependent size (number of boxes, "
         "loop counts) seen with these inputs: the ONNX graph is exact for inputs that take "
         "the same paths, not in general. To get a general graph, make the model "

@@ -29,9 +29,29 @@ def export(
     dynamic_shapes: Any,
     strict: bool,
 ) -> torch.export.ExportedProgram:
-    return torch.export.export(
-        model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict
-    )
+    # On failure torch.export prints the partial FX graph to stderr (hundreds of KB
+    # for a detection model) before raising. pt2onnx reports the error itself and may
+    # go on to another capture strategy, so that dump is dropped; anything else
+    # written to stderr meanwhile is passed on.
+    import contextlib
+    import io
+    import sys
+
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buffer):
+            return torch.export.export(
+                model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict
+            )
+    except BaseException as exc:
+        partial = getattr(exc, "partial_fx_graph", None)
+        text = buffer.getvalue()
+        buffer = io.StringIO(text.replace(str(partial), "") if partial is not None else text)
+        raise
+    finally:
+        rest = buffer.getvalue()
+        if rest.strip():
+            sys.stderr.write(rest)
 
 
 def default_decompositions() -> dict[Any, Any]:
