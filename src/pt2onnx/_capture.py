@@ -135,10 +135,15 @@ def capture(
 
 
 def _is_shape_spec_error(exc: BaseException) -> bool:
+    """A torch.export error about the dynamic_shapes spec itself (a violated Dim range,
+    a spec that does not fit the inputs), which strict mode or a trace would not fix."""
+    if type(exc).__name__ != "UserError":
+        return False
+    kind = getattr(getattr(exc, "error_type", None), "name", "")
     text = str(exc)
-    return type(exc).__name__ == "UserError" and (
-        "Constraints violated" in text or "dynamic_shapes" in text
-    )
+    if kind in ("CONSTRAINT_VIOLATION", "DYNAMIC_DIM"):
+        return True
+    return kind == "INVALID_INPUT" and "dynamic_shapes" in text
 
 
 def _complete_dynamic_shapes(

@@ -134,6 +134,6 @@ def exported_program_from_graph(
         state_dict=state_dict,
         range_constraints={},
         module_call_graph=[entry],
-        constants=constants,
+        constants=dict[str, Any](constants),
         verifiers=[],
     )

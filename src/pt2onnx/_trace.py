@@ -74,12 +74,12 @@ def _substitutions(notes: list[str]) -> Iterator[None]:
     holders = [m for m in (box_ops, sys.modules.get("torchvision.ops"))
                if m is not None and getattr(m, "batched_nms", None) is original]
     for holder in holders:
-        holder.batched_nms = batched_nms
+        setattr(holder, "batched_nms", batched_nms)  # noqa: B010
     try:
         yield
     finally:
         for holder in holders:
-            holder.batched_nms = original
+            setattr(holder, "batched_nms", original)  # noqa: B010
         if used:
             notes.append(
                 f"torchvision.ops.batched_nms was captured as one pt2onnx::batched_nms op "
