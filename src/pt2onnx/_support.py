@@ -37,6 +37,11 @@ XFAILS: dict[str, list[str]] = {
     "aten::gather.default": ["index rank different from the input rank: GatherElements needs equal ranks"],
     "aten::index_put.default": ["leading None indices (indexing along a dim > 0) have no rule"],
     "aten::native_group_norm.default": ["the mean and rstd outputs have no rule (only the normalized output)"],
+    "aten::amax.default": ["NaN inputs: onnxruntime ReduceMax drops a NaN unless it comes first along the axis"],
+    "aten::amin.default": ["NaN inputs: onnxruntime ReduceMin drops a NaN unless it comes first along the axis"],
+    "aten::avg_pool3d.default": ["divisor_override has no rule yet"],
+    "aten::convolution.default": ["transposed with output_padding >= stride: onnxruntime ConvTranspose rejects it"],
+    "aten::scaled_dot_product_attention.default": ["dropout_p > 0: exported without dropout (inference attention)"],
 }
 
 

@@ -33,7 +33,8 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
         scale = 1.0 / math.sqrt(head_dim)
     if enable_gqa and r == 4:
         k, v = _repeat_kv(g, k, _dim(q, 1)), _repeat_kv(g, v, _dim(q, 1))
-    perm = [*list(range(r - 2)), r - 1, r - 2]
+    rk = rank(k)  # k may have more batch dimensions than q; MatMul broadcasts them
+    perm = [*list(range(rk - 2)), rk - 1, rk - 2]
     kt = g.op.Transpose(k, perm=perm)
     if dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
         # Scaling q and k by sqrt(scale) each keeps the product in range for half types.

@@ -40,6 +40,8 @@ def dropout(g: RuleContext, x: ir.Value, p: float, train: bool) -> ir.Value:
     """dropout(Tensor input, float p, bool train) -> Tensor"""
     if not train or p == 0:
         return x
+    if p >= 1:  # onnxruntime's Dropout rejects ratio 1; torch returns input * 0
+        return g.op.Mul(x, g.const(0.0, x.dtype))
     ratio = g.const(float(p), ir.DataType.FLOAT)
     return g.op.Dropout(x, ratio, g.const(True))
 
@@ -111,8 +113,8 @@ def flatten(g: RuleContext, x: ir.Value, start_dim: int = 0, end_dim: int = -1) 
 def unflatten(g: RuleContext, x: ir.Value, dim: int, sizes: list[Any]) -> ir.Value:
     """unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)"""
     static = g.static_shape()
-    if static is not None:
-        return g.op.Reshape(x, g.const(list(static)))
+    if static is not None:  # allowzero: a 0 in the literal shape is an empty dimension
+        return g.op.Reshape(x, g.const(list(static)), allowzero=1)
     r = rank(x)
     d = normalize_dim(dim, r)
     shape = g.op.Shape(x)
@@ -124,6 +126,11 @@ def unflatten(g: RuleContext, x: ir.Value, dim: int, sizes: list[Any]) -> ir.Val
 def _conv(n: int):  # type: ignore[no-untyped-def]
     def rule(g: RuleContext, x: ir.Value, weight: ir.Value, bias: ir.Value | None = None,
              stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1) -> ir.Value:
+        if rank(x) == n + 1:  # unbatched input: torch adds a batch dimension and removes it
+            batched = g.op.Unsqueeze(x, g.const([0]))
+            batched.shape = ir.Shape([1, *x.shape])  # type: ignore[misc]
+            out = rule(g, batched, weight, bias, stride, padding, dilation, groups)
+            return g.op.Squeeze(out, g.const([0]))
         if isinstance(padding, str):
             return _conv_str_padding(g, x, weight, bias, stride, padding, dilation, groups, n)
         return nn_rules.convolution(g, x, weight, bias, _seq(stride, n), _seq(padding, n),

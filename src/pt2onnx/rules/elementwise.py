@@ -441,6 +441,8 @@ def prelu(g: RuleContext, x: ir.Value, weight: ir.Value) -> ir.Value:
     r = len(x.shape) if x.shape is not None else 0
     if r >= 2 and weight.shape is not None and len(weight.shape) == 1:
         weight = g.op.Reshape(weight, g.const([-1] + [1] * (r - 2)))
+    if r == 0:  # a 0-d input takes a one-element weight and stays 0-d
+        weight = g.op.Reshape(weight, g.const([], ir.DataType.INT64))
     return g.op.PRelu(x, weight)
 
 

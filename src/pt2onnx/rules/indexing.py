@@ -19,6 +19,39 @@ def embedding(g: RuleContext, weight: ir.Value, indices: ir.Value, padding_idx: 
     return g.op.Gather(weight, indices, axis=0)
 
 
+@translation(aten.embedding_renorm.default)
+def embedding_renorm(g: RuleContext, weight: ir.Value, indices: ir.Value, max_norm: float,
+                     norm_type: float) -> ir.Value:
+    """embedding_renorm(Tensor self, Tensor indices, float max_norm, float norm_type) -> Tensor"""
+    dtype = weight.dtype
+    p = float(norm_type)
+    if not 0 < p < float("inf"):
+        raise NotImplementedError(f"embedding max_norm with norm_type={p}")
+    mag = g.op.Abs(weight)
+    powered = mag if p == 1 else g.op.Mul(mag, mag) if p == 2 else g.op.Pow(mag, g.const(p, dtype))
+    total = g.op.ReduceSum(powered, axes(g, 1), keepdims=1)
+    norm = (total if p == 1 else g.op.Sqrt(total) if p == 2
+            else g.op.Pow(total, g.const(1.0 / p, dtype)))
+    # torch rescales the rows that indices look up and whose norm exceeds max_norm.
+    flat = g.op.Reshape(indices, g.const([-1]))
+    rows = g.op.ConstantOfShape(g.op.Shape(weight, start=0, end=1),
+                                value=ir.tensor([0], dtype=ir.DataType.INT64))
+    hits = g.op.ScatterElements(rows, flat, g.op.Expand(g.const(1), g.op.Shape(flat)), axis=0)
+    looked_up = g.op.Unsqueeze(g.op.Cast(hits, to=ir.DataType.BOOL), g.const([1]))
+    limit = g.const(float(max_norm), dtype)
+    over = g.op.And(looked_up, g.op.Greater(norm, limit))
+    scale = g.op.Div(limit, g.op.Add(norm, g.const(1e-7, dtype)))
+    return g.op.Where(over, g.op.Mul(weight, scale), weight)
+
+
+@translation(aten.take.default)
+def take(g: RuleContext, x: ir.Value, index: ir.Value) -> ir.Value:
+    """take(Tensor self, Tensor index) -> Tensor"""
+    # Gather wraps negative indices as torch does; torch's decomposition of take
+    # guards on the index value and fails under torch.export with a 0-d index.
+    return g.op.Gather(g.op.Reshape(x, g.const([-1])), index, axis=0)
+
+
 @translation(aten.index_select.default)
 def index_select(g: RuleContext, x: ir.Value, dim: int, index: ir.Value) -> ir.Value:
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""

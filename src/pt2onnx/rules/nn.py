@@ -246,9 +246,10 @@ def pixel_unshuffle(g: RuleContext, x: ir.Value, downscale_factor: int) -> ir.Va
         raise NotImplementedError("pixel_unshuffle on a tensor that is not 4-D")
     n, c, h, w = x.shape  # type: ignore[misc]
     r = int(downscale_factor)
-    y = g.op.Reshape(x, g.const([n, c, h // r, r, w // r, r]))
+    # allowzero: a 0 in these literal shapes is an empty dimension, not "copy the input's".
+    y = g.op.Reshape(x, g.const([n, c, h // r, r, w // r, r]), allowzero=1)
     y = g.op.Transpose(y, perm=[0, 1, 3, 5, 2, 4])
-    return g.op.Reshape(y, g.const([n, c * r * r, h // r, w // r]))
+    return g.op.Reshape(y, g.const([n, c * r * r, h // r, w // r]), allowzero=1)
 
 
 _GRID_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
@@ -262,6 +263,16 @@ def grid_sampler_2d(g: RuleContext, x: ir.Value, grid: ir.Value, interpolation_m
     """grid_sampler_2d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
     modes = _GRID_MODES_20 if g.opset >= 20 else _GRID_MODES
     return g.op.GridSample(x, grid, mode=modes[interpolation_mode],
+                           padding_mode=_GRID_PADDING[padding_mode],
+                           align_corners=int(bool(align_corners)))
+
+
+@translation(aten.grid_sampler_3d.default, since=20)
+def grid_sampler_3d(g: RuleContext, x: ir.Value, grid: ir.Value, interpolation_mode: int,
+                    padding_mode: int, align_corners: bool) -> ir.Value:
+    """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor"""
+    # GridSample takes 5-D inputs from opset 20.
+    return g.op.GridSample(x, grid, mode=_GRID_MODES_20[interpolation_mode],
                            padding_mode=_GRID_PADDING[padding_mode],
                            align_corners=int(bool(align_corners)))
 

@@ -174,6 +174,8 @@ def _group_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None, bias: ir.V
     dtype = x.dtype
     assert dtype is not None
     r = rank(x)
+    if _empty_batch(x):
+        return g.op.Identity(x)
     # Normalise each (sample, group) with InstanceNormalization over a (N, G, -1) view.
     grouped = g.op.Reshape(x, g.const([0, int(groups), -1]))
     normed = g.op.InstanceNormalization(
@@ -186,6 +188,11 @@ def _group_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None, bias: ir.V
     if bias is not None:
         out = g.op.Add(out, g.op.Reshape(bias, bshape))
     return out
+
+
+def _empty_batch(x: ir.Value) -> bool:
+    # An empty batch normalises nothing; the (N, G, -1) views cannot express it.
+    return x.shape is not None and len(x.shape) > 0 and x.shape[0] == 0
 
 
 @translation(aten.group_norm.default)
@@ -203,6 +210,8 @@ def group_norm21(g: RuleContext, x: ir.Value, num_groups: int, weight: ir.Value 
     """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enabled=True) -> Tensor"""
     dtype = x.dtype
     assert dtype is not None
+    if _empty_batch(x):
+        return g.op.Identity(x)
     c = _channels(x)
     weight = weight if weight is not None else _ones(g, c, dtype)
     bias = bias if bias is not None else _zeros(g, c, dtype)

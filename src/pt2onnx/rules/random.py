@@ -38,6 +38,14 @@ def randn(g: RuleContext, size: list[Any], **_: Any) -> ir.Value:
     return _random(g, "RandomNormal", size)
 
 
+@translation(aten.bernoulli.p)
+def bernoulli_p(g: RuleContext, x: ir.Value, p: float = 0.5, **_: Any) -> ir.Value:
+    """bernoulli.p(Tensor self, float p=0.5, *, Generator? generator=None) -> Tensor"""
+    work = ir.DataType.DOUBLE if x.dtype == ir.DataType.DOUBLE else ir.DataType.FLOAT
+    uniform = g.op.RandomUniformLike(x, dtype=work)
+    return g.cast(g.op.Less(uniform, g.const(float(p), work)), g.dtype)
+
+
 @translation(aten.randperm.default)
 def randperm(g: RuleContext, n: Any, **_: Any) -> ir.Value:
     """randperm(SymInt n, *, ScalarType? dtype=long, ...) -> Tensor"""

@@ -52,6 +52,26 @@ def scatter_add(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src: ir.
     return _scatter(g, x, dim, index, _src_like_index(g, src, index), "add")
 
 
+# scatter(..., reduce=) takes "add" or "multiply".
+_SCATTER_REDUCE = {"add": "add", "multiply": "mul"}
+
+
+@translation(aten.scatter.reduce)
+def scatter_reduce_src(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src: ir.Value,
+                       *, reduce: str) -> ir.Value:
+    """scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce) -> Tensor"""
+    updates = g.cast(_src_like_index(g, src, index), g.dtype)
+    return _scatter(g, x, dim, index, updates, _SCATTER_REDUCE[reduce])
+
+
+@translation(aten.scatter.value_reduce)
+def scatter_value_reduce(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, value: Any,
+                         *, reduce: str) -> ir.Value:
+    """scatter.value_reduce(Tensor self, int dim, Tensor index, Scalar value, *, str reduce) -> Tensor"""
+    updates = g.op.Expand(g.const(value, g.dtype), g.op.Shape(index))
+    return _scatter(g, x, dim, index, updates, _SCATTER_REDUCE[reduce])
+
+
 _ONNX_REDUCTION = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min", "mean": "add"}
 
 
@@ -138,6 +158,7 @@ def select_scatter(g: RuleContext, x: ir.Value, src: ir.Value, dim: int, index: 
         index += int(x.shape[d])  # type: ignore[index]
     src = g.op.Unsqueeze(src, g.const([d]))
     src.shape = ir.Shape([*list(x.shape[:d]), 1, *list(x.shape[d + 1:])])  # type: ignore[index]
+    src.type = x.type if src.type is None else src.type
     return _slice_write(g, x, src, d, index, 1)
 
 

@@ -166,7 +166,7 @@ def repeat(g: RuleContext, x: ir.Value, repeats: list[Any]) -> ir.Value:
     """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
     extra = len(repeats) - rank(x)
     if extra > 0:
-        x = g.op.Reshape(x, g.const([1] * extra + [0] * rank(x)))
+        x = g.op.Unsqueeze(x, g.const(list(range(extra))))
     return g.op.Tile(x, g.int_list(repeats))
 
 

@@ -41,6 +41,14 @@ def sort(g: RuleContext, x: ir.Value, dim: int = -1,
     return _topk(g, x, k, axis, descending)
 
 
+@translation(aten.sort.stable)
+def sort_stable(g: RuleContext, x: ir.Value, *, stable: bool | None = None, dim: int = -1,
+                descending: bool = False) -> tuple[ir.Value, ir.Value]:
+    """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
+    # TopK breaks ties by the lower index, so its order is already stable.
+    return sort(g, x, dim, descending)
+
+
 @translation(aten.topk.default)
 def topk(g: RuleContext, x: ir.Value, k: Any, dim: int = -1, largest: bool = True,
          sorted: bool = True) -> tuple[ir.Value, ir.Value]:
