@@ -4,7 +4,9 @@ Each export runs in a fresh process, alternating between the two exporters,
 on models built from configs with random weights. For each model it prints
 export wall time (and pt2onnx's per-stage times), peak RSS above the model's
 own memory, ONNX node count, file size and onnxruntime latency (1 thread,
-median), and the ratio pt2onnx / torch.onnx for each.
+median), and the ratio pt2onnx / torch.onnx for each. Latency is measured after
+both exports, in one fresh process holding both files, with the runs of the two
+models interleaved, so a change of load on the machine affects both alike.
 
     python benchmarks/compare_export.py                 # all models
     python benchmarks/compare_export.py --models gpt2 bert --repeat 2
@@ -187,12 +189,39 @@ def worker(exporter: str, model_name: str, out_dir: Path, latency_runs: int) -> 
     result["file_mb"] = sum(p.stat().st_size for p in out_dir.glob(f"{path.name}*")) / 2**20
     del proto
     flat = [t for t in list(args) + list(kwargs.values()) if isinstance(t, torch.Tensor)]
-    feeds = {f"in{i}": t.numpy() for i, t in enumerate(flat)}
-    del model
-    result["latency_ms"] = _latency(path, feeds, latency_runs) * 1000
-    for p in out_dir.glob(f"{path.name}*"):
-        p.unlink()
+    import numpy as np
+
+    np.savez(out_dir / f"{model_name}.feeds.npz", **{f"in{i}": t.numpy() for i, t in enumerate(flat)})
     return result
+
+
+def latency_ab(model_name: str, out_dir: Path, runs: int) -> dict[str, float]:
+    """ORT latency of both exported files, measured in one process with the runs
+    interleaved (A, B, A, B, ...), so load changes on the machine hit both alike."""
+    import numpy as np
+    import onnxruntime as ort
+
+    data = np.load(out_dir / f"{model_name}.feeds.npz")
+    sessions = {}
+    for exporter in ("torch.onnx", "pt2onnx"):
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        sess = ort.InferenceSession(str(out_dir / f"{model_name}.{exporter}.onnx"), opts,
+                                    providers=["CPUExecutionProvider"])
+        feeds = dict(zip([i.name for i in sess.get_inputs()], (data[k] for k in data.files)))
+        sessions[exporter] = (sess, feeds)
+    for sess, feeds in sessions.values():  # warm-up: first touches of the weights
+        for _ in range(2):
+            sess.run(None, feeds)
+    times: dict[str, list[float]] = {e: [] for e in sessions}
+    for _ in range(runs):
+        for exporter, (sess, feeds) in sessions.items():
+            start = time.perf_counter()
+            sess.run(None, feeds)
+            times[exporter].append(time.perf_counter() - start)
+    return {e: statistics.median(t) * 1000 for e, t in times.items()}
 
 
 # -- the driver ---------------------------------------------------------------------
@@ -209,6 +238,14 @@ def _spawn(exporter: str, model: str, out_dir: Path, runs: int) -> dict[str, Any
     return json.loads(lines[-1])
 
 
+def _spawn_latency(model: str, out_dir: Path, runs: int) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--latency-ab", "--models", model, "--out", str(out_dir),
+           "--latency-runs", str(runs)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    return json.loads(lines[-1]) if proc.returncode == 0 and lines else {}
+
+
 def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if b else "-"
 
@@ -217,14 +254,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--repeat", type=int, default=1, help="export runs per exporter")
-    parser.add_argument("--latency-runs", type=int, default=10)
+    parser.add_argument("--latency-runs", type=int, default=15)
     parser.add_argument("--worker", choices=["pt2onnx", "torch.onnx"])
+    parser.add_argument("--latency-ab", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out")
     args = parser.parse_args()
 
     if args.worker:
         out = worker(args.worker, args.models[0], Path(args.out), args.latency_runs)
         print(json.dumps(out))
+        return 0
+    if args.latency_ab:
+        print(json.dumps(latency_ab(args.models[0], Path(args.out), args.latency_runs)))
         return 0
 
     out_dir = Path(tempfile.mkdtemp(prefix="pt2onnx-bench-"))
@@ -233,10 +274,16 @@ def main() -> int:
         for model in args.models:
             runs: dict[str, list[dict[str, Any]]] = {"pt2onnx": [], "torch.onnx": []}
             for _ in range(args.repeat):
-                for exporter in ("torch.onnx", "pt2onnx"):
-                    r = _spawn(exporter, model, out_dir, args.latency_runs)
+                pair = {e: _spawn(e, model, out_dir, args.latency_runs)
+                        for e in ("torch.onnx", "pt2onnx")}
+                latency = _spawn_latency(model, out_dir, args.latency_runs)
+                for exporter, r in pair.items():
+                    if exporter in latency and "error" not in r:
+                        r["latency_ms"] = latency[exporter]
                     runs[exporter].append(r)
                     print(json.dumps(r), flush=True)
+                for p in out_dir.glob(f"{model}.*"):
+                    p.unlink()
             rows.append((model, runs))
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
