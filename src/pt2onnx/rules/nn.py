@@ -193,16 +193,6 @@ def _upsample(mode: str, n: int, align: bool):  # type: ignore[no-untyped-def]
     return rule
 
 
-for _op, _mode, _n, _align in (
-    (aten.upsample_nearest1d.vec, "nearest", 1, False),
-    (aten.upsample_nearest2d.vec, "nearest", 2, False),
-    (aten.upsample_nearest3d.vec, "nearest", 3, False),
-    (aten.upsample_linear1d.vec, "linear", 1, True),
-    (aten.upsample_bilinear2d.vec, "linear", 2, True),
-    (aten.upsample_trilinear3d.vec, "linear", 3, True),
-    (aten.upsample_bicubic2d.vec, "cubic", 2, True),
-):
-    translation(_op)(_upsample(_mode, _n, _align))
 
 
 def _upsample_sized(mode: str, n: int, align: bool):  # type: ignore[no-untyped-def]
@@ -219,16 +209,19 @@ def _upsample_sized(mode: str, n: int, align: bool):  # type: ignore[no-untyped-
     return rule
 
 
-for _op, _mode, _n, _align in (
-    (aten.upsample_nearest1d.default, "nearest", 1, False),
-    (aten.upsample_nearest2d.default, "nearest", 2, False),
-    (aten.upsample_nearest3d.default, "nearest", 3, False),
-    (aten.upsample_linear1d.default, "linear", 1, True),
-    (aten.upsample_bilinear2d.default, "linear", 2, True),
-    (aten.upsample_trilinear3d.default, "linear", 3, True),
-    (aten.upsample_bicubic2d.default, "cubic", 2, True),
+# Each upsample op has a .vec overload (output size or scale factors) and a .default
+# one (output size, optionally with the scales it came from).
+for _packet, _mode, _n, _align in (
+    (aten.upsample_nearest1d, "nearest", 1, False),
+    (aten.upsample_nearest2d, "nearest", 2, False),
+    (aten.upsample_nearest3d, "nearest", 3, False),
+    (aten.upsample_linear1d, "linear", 1, True),
+    (aten.upsample_bilinear2d, "linear", 2, True),
+    (aten.upsample_trilinear3d, "linear", 3, True),
+    (aten.upsample_bicubic2d, "cubic", 2, True),
 ):
-    translation(_op)(_upsample_sized(_mode, _n, _align))
+    translation(_packet.vec)(_upsample(_mode, _n, _align))
+    translation(_packet.default)(_upsample_sized(_mode, _n, _align))
 
 
 @translation(aten.pixel_shuffle.default)
