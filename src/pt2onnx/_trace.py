@@ -9,7 +9,7 @@ program.
 
 While tracing, a few library functions whose Python loops would be unrolled
 into the graph are swapped for single custom ops with exact ONNX translations
-(``SUBSTITUTIONS``); each swap is named in the report.
+(``_substitutions``); each swap is named in the report.
 """
 
 from __future__ import annotations
