@@ -82,9 +82,9 @@ CASES = {
     "dynamic_shapes_unknown_name": (
         lambda f: pt2onnx.export(Double(), (X,), f, dynamic_shapes={"y": {0: Dim("b")}}),
         pt2onnx.InvalidInputError, ["'y'", "argument names of forward"]),
-    "dynamic_axes_without_input_names": (
-        lambda f: pt2onnx.export(Double(), (X,), f, dynamic_axes={"x": {0: "batch"}}),
-        pt2onnx.InvalidInputError, ["input_names", "Next step"]),
+    "dynamic_axes_naming_no_input": (
+        lambda f: pt2onnx.export(Double(), (X,), f, dynamic_axes={"y": {0: "batch"}}),
+        pt2onnx.InvalidInputError, ["match no input", "input_names", "Next step"]),
     "static_dim_marked_dynamic": (
         lambda f: pt2onnx.export(nn.Linear(3, 4), (X,), f,
                                  dynamic_shapes=({1: Dim("feat")},)),

@@ -14,7 +14,7 @@ import onnx
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _capture, _compat, _decomp, _save, debug, passes
+from pt2onnx import _capture, _compat, _decomp, _dynamic, _save, debug, passes
 from pt2onnx._registry import REGISTRY
 from pt2onnx._translate import Translator
 from pt2onnx.errors import ExportError, InvalidInputError, OpsetError, UnsupportedOperatorError
@@ -53,37 +53,6 @@ def _check_opset(opset: int | None) -> int:
     return opset
 
 
-def _dynamic_axes_to_shapes(
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    input_names: Sequence[str] | None,
-    dynamic_axes: Mapping[str, Any],
-) -> Any:
-    """torch.onnx-style ``dynamic_axes`` as torch.export ``dynamic_shapes``."""
-    names = list(input_names or [])
-    tensor_positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-    dims: dict[str, Any] = {}
-    shapes: list[Any] = [None] * len(args)
-    for name, axes in dynamic_axes.items():
-        if name not in names:
-            continue
-        pos = names.index(name)
-        if pos >= len(tensor_positions):
-            raise InvalidInputError(
-                f"dynamic_axes names input {name!r}, but only {len(tensor_positions)} tensor "
-                "inputs were given."
-            )
-        axis_names = axes if isinstance(axes, Mapping) else {a: f"{name}_dim{a}" for a in axes}
-        spec = {}
-        for axis, dim_name in axis_names.items():
-            safe = "".join(c if c.isalnum() or c == "_" else "_" for c in str(dim_name))
-            if not safe or safe[0].isdigit():
-                safe = "d_" + safe
-            spec[int(axis)] = dims.setdefault(safe, torch.export.Dim(safe))
-        shapes[tensor_positions[pos]] = spec
-    return tuple(shapes)
-
-
 class OnnxProgram:
     """An exported ONNX model, with the means to save, run and verify it."""
 
@@ -105,6 +74,8 @@ class OnnxProgram:
         self._fx_values: dict[str, Any] = {}
         self._example: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
         self._extra_outputs = 0
+        self._sym_names: dict[Any, Any] = {}  # torch's symbols -> the user's dim names
+        self._traced = False  # a make_fx trace is specialised to the example's sizes
 
     def __repr__(self) -> str:
         g = self.model.graph
@@ -204,11 +175,46 @@ class OnnxProgram:
     ) -> VerificationResult:
         """Compares each output with eager PyTorch: max abs/rel error per output.
 
+        Called with no inputs, it runs the export's example inputs and then, for a
+        model with dynamic dims, the same inputs at a second size of every dim
+        (within its range); ``result.runs`` says which sizes ran.
+
         With ``bisect=True`` and a mismatch, also finds the first FX node whose
         ONNX value diverges from eager and names its rule and source line.
         """
         if self._module is None:
             raise ExportError("this program has no eager model to compare against.")
+        if args or kwargs:
+            result = self._verify_once(args, kwargs, atol, rtol, bisect)
+        else:
+            import copy
+
+            from pt2onnx import _resize
+
+            # Copies: eager may update the example in place (a transformers cache grows).
+            example = copy.deepcopy(self._example)
+            second = None
+            if self._program is not None and not self._traced:
+                second = _resize.second_size(self._program, *example)
+            shown = "the example inputs"
+            if second is not None:
+                shown += " (" + ", ".join(
+                    f"{self._dim_name(s)}={old}" for s, (old, _) in second[0].items()) + ")"
+            result = self._verify_once(*example, atol, rtol, bisect, shown)
+            if second is not None:
+                sizes, args2, kwargs2 = second
+                shown = ", ".join(f"{self._dim_name(s)}={new}" for s, (_, new) in sizes.items())
+                again = self._verify_once(args2, kwargs2, atol, rtol, bisect, shown)
+                result = VerificationResult(result.outputs, result.divergence, result.bisected,
+                                            result.sizes, (again,))
+        self.report.verification = result
+        return result
+
+    def _verify_once(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], atol: float, rtol: float,
+        bisect: bool, sizes: str = "",
+    ) -> VerificationResult:
+        assert self._module is not None
         # Snapshot the inputs first: eager models may update them in place
         # (a transformers cache grows by the new keys and values).
         arrays = [a.copy() for a in self._flat_inputs(args, kwargs)]
@@ -219,12 +225,14 @@ class OnnxProgram:
             actual = actual[: len(actual) - self._extra_outputs]
         names = [v.name or f"output_{i}" for i, v in enumerate(self.model.graph.outputs)]
         result = compare(names, expected, actual, atol, rtol)
+        found = None
         if bisect and not result.ok and self._program is not None:
             found = bisect_nodes(self.model, self._program, self._fx_values, arrays,
                                  args, kwargs, atol, rtol)
-            result = VerificationResult(result.outputs, found, bisected=True)
-        self.report.verification = result
-        return result
+        return VerificationResult(result.outputs, found, bisect and not result.ok, sizes)
+
+    def _dim_name(self, symbol: Any) -> str:
+        return str(self._sym_names.get(symbol, symbol))
 
 
 def export(
@@ -244,6 +252,7 @@ def export(
     report: bool | str | os.PathLike[str] = False,
     custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
     weights: Any = None,
+    dynamic: bool = False,
 ) -> OnnxProgram:
     """Exports a PyTorch model to ONNX.
 
@@ -264,6 +273,8 @@ def export(
         weights: for a model on the meta device, where its weights are
             (safetensors file(s), a ``state_dict`` or a callable); they are
             streamed into ``<f>.data`` one tensor at a time.
+        dynamic: make every axis of every tensor input dynamic where the model
+            allows it; the report lists the axes the model fixed, and why.
 
     Returns:
         An :class:`OnnxProgram`.
@@ -278,6 +289,7 @@ def export(
             input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes,
             opset=opset, external_data=external_data, optimize=optimize, verify=verify,
             report=report, custom_translations=custom_translations, weights=weights,
+            dynamic=dynamic,
         )
     finally:
         if gc_was_enabled:
@@ -287,7 +299,7 @@ def export(
 def _export(
     model: Any, args: Any, f: Any, *, kwargs: Any, dynamic_shapes: Any, input_names: Any,
     output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
-    verify: bool, report: Any, custom_translations: Any, weights: Any,
+    verify: bool, report: Any, custom_translations: Any, weights: Any, dynamic: bool = False,
 ) -> OnnxProgram:
     target_opset = _check_opset(opset)
     args, kwargs = _capture.check_args(args, kwargs)
@@ -298,20 +310,8 @@ def _export(
     if report_path is not None:
         _save.check_path(report_path)
     _check_custom(custom_translations)
-    if dynamic_axes:
-        if dynamic_shapes is not None:
-            raise InvalidInputError(
-                "pass either dynamic_shapes (torch.export style) or dynamic_axes "
-                "(torch.onnx style), not both."
-            )
-        missing = [k for k in dynamic_axes if k not in (input_names or []) and k not in (output_names or [])]
-        if missing:
-            raise InvalidInputError(
-                f"dynamic_axes names {missing} that are not in input_names "
-                f"{list(input_names or [])} or output_names {list(output_names or [])}. "
-                "Next step: give input_names=[...] naming every input used in dynamic_axes."
-            )
-        dynamic_shapes = _dynamic_axes_to_shapes(args, kwargs, input_names, dynamic_axes)
+    dynamic_shapes, spec_warnings = _dynamic_spec(
+        model, args, kwargs, dynamic_shapes, dynamic_axes, dynamic, input_names, output_names)
 
     rep = ExportReport(opset=target_opset)
     registry = REGISTRY
@@ -335,7 +335,10 @@ def _export(
         captured = _capture.capture(model, args, kwargs, dynamic_shapes, trace_decompositions)
     rep.capture_strategy = captured.strategy
     rep.fallbacks = list(captured.fallbacks)
-    for message in captured.warnings:
+    rep.dynamic_refinements, rep.fixed_axes = captured.refinements, captured.fixed_axes
+    if captured.dynamic_shapes is not None:
+        dynamic_shapes = captured.dynamic_shapes
+    for message in spec_warnings + captured.warnings:
         rep.warnings.append(message)
         warnings.warn(message, stacklevel=3)
 
@@ -383,12 +386,13 @@ def _export(
     prog = OnnxProgram(onnx_model, rep, eager, list(kwargs))
     prog._program, prog._fx_values = program, translator.fx_values
     prog._example, prog._extra_outputs = (args, kwargs), len(translator.extra_outputs)
+    prog._sym_names, prog._traced = translator.sym_names, captured.traced
     if f is not None:
         with rep.stage("save"):
             prog.save(f, external_data=external_data, weights=weights)
     if verify:
         with rep.stage("verify"):
-            result = prog.verify(*args, bisect=True, **kwargs)
+            result = prog.verify(bisect=True)  # the example, then a second size of each dim
         if not result.ok:
             warnings.warn(
                 "the exported model does not match eager PyTorch:\n" + str(result), stacklevel=2
@@ -396,6 +400,28 @@ def _export(
     if report_path is not None:
         report_path.write_text(rep.to_markdown())
     return prog
+
+
+def _dynamic_spec(
+    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any,
+    dynamic_axes: Any, dynamic: bool, input_names: Any, output_names: Any,
+) -> tuple[Any, list[str]]:
+    """The torch.export dynamic_shapes for whichever of the three ways the user chose."""
+    given = [n for n, v in (("dynamic_shapes", dynamic_shapes is not None),
+                            ("dynamic_axes", bool(dynamic_axes)), ("dynamic=True", dynamic)) if v]
+    if len(given) > 1:
+        raise InvalidInputError(
+            f"pass one of dynamic_shapes (torch.export style), dynamic_axes (torch.onnx style) "
+            f"or dynamic=True, not both ({' and '.join(given)} were given)."
+        )
+    if isinstance(model, torch.export.ExportedProgram) or not (dynamic_axes or dynamic):
+        return dynamic_shapes, []
+    inputs = _dynamic.bound_inputs(_capture.as_module(model), args, kwargs)
+    if dynamic:
+        return _dynamic.all_dynamic(inputs), []
+    return _dynamic.dynamic_axes_to_shapes(
+        inputs, list(input_names or []) or None, list(output_names or []), dict(dynamic_axes)
+    )
 
 
 def _report_path(report: bool | str | os.PathLike[str], f: Any) -> Path | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from pt2onnx import _compat
+from pt2onnx import _compat, _dynamic
 from pt2onnx._trace import trace
 from pt2onnx.errors import CaptureError, InvalidInputError
 
@@ -24,6 +24,11 @@ class CaptureResult:
     # decomposition already happened during the trace, and shapes are specialised.
     traced: bool = False
     warnings: list[str] = field(default_factory=list)
+    # The dynamic_shapes torch.export accepted (with its suggested fixes applied),
+    # the fixes applied, and the Dim.AUTO axes the model fixed.
+    dynamic_shapes: Any = None
+    refinements: list[str] = field(default_factory=list)
+    fixed_axes: list[str] = field(default_factory=list)
 
 
 class _CallableModule(torch.nn.Module):
@@ -97,19 +102,24 @@ def capture(
     errors: list[str] = []
     for strict in (False, True):
         try:
-            ep = _compat.export(module, args, kwargs, dynamic_shapes, strict=strict)
+            if dynamic_shapes is None:
+                ep = _compat.export(module, args, kwargs, None, strict=strict)
+                return CaptureResult(ep, f"torch.export(strict={strict})", errors)
+            refined = _dynamic.export_refined(module, args, kwargs, dynamic_shapes, strict)
+        except (CaptureError, InvalidInputError):
+            raise
         except Exception as exc:
             errors.append(f"torch.export.export(strict={strict}) failed: {_short(exc)}")
             if _is_shape_spec_error(exc):
                 # The dynamic_shapes spec is wrong; strict mode would say the same.
-                raise CaptureError(
-                    "torch.export rejected the dynamic shapes:\n  - " + errors[-1]
-                    + "\nNext step: a guard above specialises or bounds a dim. Narrow that "
-                    "Dim's min/max to the range the model supports, make it static, or use "
-                    "Dim.AUTO to let torch.export choose."
-                ) from None
+                raise CaptureError(_spec_error_message(exc)) from None
             continue
-        return CaptureResult(ep, f"torch.export(strict={strict})", errors)
+        notes = [f"dynamic shapes refined: {n}" for n in refined.notes]
+        return CaptureResult(
+            refined.program, f"torch.export(strict={strict})", errors, warnings=notes,
+            dynamic_shapes=refined.dynamic_shapes, refinements=refined.notes,
+            fixed_axes=refined.fixed,
+        )
     try:
         ep, notes = trace(module, args, kwargs, decompositions() if decompositions else None)
     except Exception as exc:
@@ -134,9 +144,32 @@ def capture(
     return CaptureResult(ep, "trace (make_fx)", errors, traced=True, warnings=[warning, *notes])
 
 
+def _spec_error_message(exc: BaseException) -> str:
+    """torch.export's complaint about a dynamic_shapes spec, with the next step for its kind."""
+    text = _dynamic._torch_message(exc)
+    if "structure" in text or "same length" in text or "dynamic_shapes" in text:
+        step = ("give dynamic_shapes the structure of the inputs: a dict keyed by forward's "
+                "argument names (or a tuple in order), None for a static input, a dict "
+                "{axis: Dim} for a tensor, and a list of those for a list of tensors or a cache.")
+        kind = "the dynamic_shapes spec does not match the inputs"
+    elif "must always be equal" in text or "must be related" in text:
+        step = "use one Dim for dims that are always equal, or a derived Dim (2 * d) for related ones."
+        kind = "dims declared independent are related in the model"
+    elif "not in range" in text:
+        step = "widen the Dim's min/max so the example's size is inside it, or change the example."
+        kind = "an example size is outside its Dim's range"
+    else:
+        step = ("a guard above bounds or specialises a dim. Narrow that Dim's min/max to the range "
+                "the model supports, make it static, or use Dim.AUTO to let torch.export choose.")
+        kind = "torch.export rejected the dynamic shapes"
+    return f"{kind}:\n  - {text}\nNext step: {step}"
+
+
 def _is_shape_spec_error(exc: BaseException) -> bool:
     """A torch.export error about the dynamic_shapes spec itself (a violated Dim range,
     a spec that does not fit the inputs), which strict mode or a trace would not fix."""
+    if type(exc).__name__ == "ConstraintViolationError":
+        return True
     if type(exc).__name__ != "UserError":
         return False
     kind = getattr(getattr(exc, "error_type", None), "name", "")

@@ -137,3 +137,35 @@ def exported_program_from_graph(
         constants=dict[str, Any](constants),
         verifiers=[],
     )
+
+
+def size_oblivious() -> Any:
+    """A context in which torch.export treats backed sizes size-obliviously.
+
+    A dim the user declares dynamic then does not specialise on the example's
+    value 0 or 1: branches on ``size == 1`` take the general path. The flag is
+    ``torch.fx.experimental._config.backed_size_oblivious`` (torch 2.6 and later,
+    unchanged through 2.15); without it this is a no-op.
+    """
+    import contextlib
+
+    config = getattr(torch.fx.experimental, "_config", None)
+    if config is None or not hasattr(config, "backed_size_oblivious"):
+        return contextlib.nullcontext()
+    return config.patch(backed_size_oblivious=True)
+
+
+# The logger torch's ShapeEnv reports each guard on ("eval <expr> [guard added] ..."),
+# and each new input symbol ("create_symbol s0 = 2 for L['x'].size()[0] ..."); the
+# same name and message shapes in torch 2.12 through 2.15.
+SHAPE_ENV_LOGGER = "torch.fx.experimental.symbolic_shapes"
+
+
+def refine_dynamic_shapes(fixes: list[str], dynamic_shapes: Any) -> Any:
+    """``dynamic_shapes`` with torch.export's suggested fixes (``seq = Dim('seq', max=512)``,
+    ``b = a``) applied, through torch's own parser of those lines."""
+    from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
+
+    return refine_dynamic_shapes_from_suggested_fixes(
+        "Suggested fixes:\n" + "\n".join(f"  {f}" for f in fixes), dynamic_shapes
+    )

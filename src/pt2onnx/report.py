@@ -60,6 +60,10 @@ class ExportReport:
     verification: Any = None
     fx_nodes: int = 0
     dynamic_dims: dict[str, str] = field(default_factory=dict)
+    # torch.export's suggested fixes that were applied to the dynamic shapes, and the
+    # axes dynamic=True left static because the model fixes them (each with its guard).
+    dynamic_refinements: list[str] = field(default_factory=list)
+    fixed_axes: list[str] = field(default_factory=list)
     decomposition: str = ""
 
     @contextlib.contextmanager
@@ -98,6 +102,9 @@ class ExportReport:
         if self.dynamic_dims:
             lines += ["", "## Dynamic dims and their guards", "", "| dim | range |", "|---|---|"]
             lines += [f"| {k} | {v} |" for k, v in self.dynamic_dims.items()]
+        if self.dynamic_refinements or self.fixed_axes:
+            lines += [""] + [f"- refined: {r}" for r in self.dynamic_refinements]
+            lines += [f"- static: {a}" for a in self.fixed_axes]
         if self.warnings:
             lines += ["", "## Warnings", ""] + [f"- {w}" for w in self.warnings]
         if self.unsupported:

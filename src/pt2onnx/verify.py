@@ -56,12 +56,30 @@ class VerificationResult:
     # Set by verify(bisect=True) on a mismatch; None when no node was found.
     divergence: Divergence | None = None
     bisected: bool = False
+    # The input sizes this comparison ran at ("batch=3, seq=10"), and the comparisons
+    # at other sizes that verify() ran after the example (one per second size).
+    sizes: str = ""
+    more: tuple[VerificationResult, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return all(o.ok for o in self.outputs)
+        return all(o.ok for o in self.outputs) and all(m.ok for m in self.more)
+
+    @property
+    def runs(self) -> list[str]:
+        """The sizes each comparison ran at, the example first."""
+        return [self.sizes or "the given inputs"] + [m.sizes for m in self.more]
 
     def __str__(self) -> str:
+        text = self._table()
+        if not self.more:
+            return text
+        parts = [f"at {self.sizes or 'the given inputs'}:", text]
+        for m in self.more:
+            parts += ["", f"at {m.sizes}:", m._table()]
+        return "\n".join(parts)
+
+    def _table(self) -> str:
         rows = ["| output | max abs err | max rel err | tolerance | ok |", "|---|---|---|---|---|"]
         for o in self.outputs:
             rows.append(
@@ -175,14 +193,19 @@ def eager_intermediates(
     return values
 
 
-def _user_leaves(
-    program: torch.export.ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> list[Any]:
+def ordered_kwargs(program: torch.export.ExportedProgram, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` in the order the program's inputs take them."""
     in_spec = program.call_spec.in_spec
     if kwargs and in_spec is not None and in_spec.num_children == 2:
         order = in_spec.children_specs[1].context or list(kwargs)
         kwargs = {k: kwargs[k] for k in order if k in kwargs}
-    return list(pytree.tree_leaves((args, kwargs)))
+    return kwargs
+
+
+def _user_leaves(
+    program: torch.export.ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[Any]:
+    return list(pytree.tree_leaves((args, ordered_kwargs(program, kwargs))))
 
 
 def _close(expected: torch.Tensor, actual: np.ndarray, atol: float, rtol: float) -> float:

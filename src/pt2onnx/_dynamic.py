@@ -1,0 +1,510 @@
+"""Dynamic shapes as people write them.
+
+- ``dynamic_axes`` (torch.onnx style) and ``dynamic=True`` become torch.export
+  ``dynamic_shapes``, for positional, keyword and nested inputs alike;
+- capture runs size-obliviously, so a batch-1 example gives a general graph;
+- torch.export's suggested fixes (a bound, a relation between dims) are applied
+  once and reported with the line of the model that asked for them;
+- a declared dim that the model fixes to one size is an error that says where.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export import Dim
+
+from pt2onnx import _compat
+from pt2onnx.errors import CaptureError, InvalidInputError
+
+
+# -- naming inputs --------------------------------------------------------------
+def bound_inputs(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs by forward's argument names (``args_0``… when it has no signature)."""
+    forward = module.forward if isinstance(module, torch.nn.Module) else module
+    try:
+        bound = inspect.signature(forward).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        named = {f"args_{i}": a for i, a in enumerate(args)}
+        named.update(kwargs)
+        return named
+    values = dict(bound.arguments)
+    for name, param in inspect.signature(forward).parameters.items():
+        # *args and **kwargs contribute their items, as torch.export names them.
+        if name in values and param.kind is inspect.Parameter.VAR_KEYWORD:
+            values.update(values.pop(name))
+        elif name in values and param.kind is inspect.Parameter.VAR_POSITIONAL:
+            values.update({f"{name}_{i}": v for i, v in enumerate(values.pop(name))})
+    return values
+
+
+def _path_name(path: tuple[Any, ...]) -> str:
+    parts = []
+    for key in path:
+        for attr in ("key", "idx", "name"):
+            if hasattr(key, attr):
+                parts.append(str(getattr(key, attr)))
+                break
+    return re.sub(r"\W", "_", "_".join(parts))
+
+
+def tensor_leaves(inputs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
+    """Each tensor input with its name: ``input_ids``, ``pair_0``, ``past_key_values_key_0``
+    (the argument name and the path inside it, as torch.export names placeholders)."""
+    leaves = []
+    for name, value in inputs.items():
+        for path, leaf in pytree.tree_flatten_with_path(value)[0]:
+            if isinstance(leaf, torch.Tensor):
+                leaves.append((_path_name((pytree.MappingKey(name), *path)), leaf))
+    return leaves
+
+
+def _spec_like(value: Any, leaf_spec: Any) -> Any:
+    """A dynamic_shapes entry with ``value``'s structure; ``leaf_spec(tensor)`` per tensor.
+
+    Lists, tuples and dicts keep their type; any other pytree container (a
+    transformers cache) is given as the list of its leaves, which torch.export accepts.
+    """
+    if isinstance(value, torch.Tensor):
+        return leaf_spec(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_spec_like(v, leaf_spec) for v in value) if type(value) in (
+            list, tuple) else [_spec_like(v, leaf_spec) for v in value]
+    if isinstance(value, dict):
+        return {k: _spec_like(v, leaf_spec) for k, v in value.items()}
+    if type(value) in pytree.SUPPORTED_NODES:
+        children, _ = pytree.tree_flatten(value)
+        return [_spec_like(c, leaf_spec) for c in children]
+    return None
+
+
+def dynamic_axes_to_shapes(
+    inputs: dict[str, Any], input_names: list[str] | None, output_names: list[str] | None,
+    dynamic_axes: dict[str, Any],
+) -> tuple[dict[str, Any], list[str]]:
+    """torch.onnx-style ``dynamic_axes`` as a torch.export ``dynamic_shapes`` dict.
+
+    Keys may be ``input_names`` entries or the inputs' own names (see
+    :func:`tensor_leaves`; ``a.b`` and ``a_b`` are the same). Returns the spec and
+    warnings for keys that name nothing (torch.onnx warns on those too).
+    """
+    leaves = tensor_leaves(inputs)
+    explicit = list(input_names or [])
+    by_key: dict[str, int] = {}
+    for i, (name, _) in enumerate(leaves):
+        by_key[name] = i
+        if i < len(explicit):
+            by_key[explicit[i]] = i
+    chosen: dict[int, dict[int, Any]] = {}
+    dims: dict[str, Any] = {}
+    unknown = []
+    for key, axes in dynamic_axes.items():
+        index = by_key.get(key, by_key.get(re.sub(r"\W", "_", str(key))))
+        if index is None:
+            if key not in (output_names or []):
+                unknown.append(key)
+            continue
+        label = explicit[index] if index < len(explicit) else leaves[index][0]
+        named = axes if isinstance(axes, dict) else {a: f"{label}_dim{a}" for a in axes}
+        tensor = leaves[index][1]
+        spec = {}
+        for axis, dim_name in named.items():
+            axis = int(axis)
+            if not -tensor.dim() <= axis < tensor.dim():
+                raise InvalidInputError(
+                    f"dynamic_axes[{key!r}] names axis {axis}, but that input has "
+                    f"{tensor.dim()} dims (shape {list(tensor.shape)}). Next step: use an axis "
+                    f"between 0 and {tensor.dim() - 1}."
+                )
+            safe = re.sub(r"\W", "_", str(dim_name))
+            safe = safe if safe and not safe[0].isdigit() else "d_" + safe
+            spec[axis % tensor.dim()] = dims.setdefault(safe, Dim(safe))
+        chosen[index] = spec
+    names = [n for n, _ in leaves]
+    if unknown and not chosen:
+        raise InvalidInputError(
+            f"dynamic_axes names {unknown}, which match no input. The tensor inputs are "
+            f"{explicit or names}. Next step: key dynamic_axes by those names, or give "
+            "input_names=[...] in input order."
+        )
+    warnings = [
+        f"dynamic_axes key {k!r} matches no input or output name and was ignored "
+        f"(inputs: {explicit or names})." for k in unknown
+    ]
+    ids = {id(t): i for i, (_, t) in enumerate(leaves)}
+    spec = {
+        name: _spec_like(value, lambda t: chosen.get(ids.get(id(t), -1)))
+        for name, value in inputs.items()
+    }
+    return spec, warnings
+
+
+def all_dynamic(inputs: dict[str, Any]) -> dict[str, Any]:
+    """``dynamic=True``: every axis of every tensor input may vary (Dim.AUTO)."""
+    return {
+        name: _spec_like(value, lambda t: {a: Dim.AUTO for a in range(t.dim())} or None)
+        for name, value in inputs.items()
+    }
+
+
+# -- declared dims ----------------------------------------------------------------
+@dataclass
+class DeclaredAxis:
+    input: str  # the input's name (see tensor_leaves)
+    axis: int
+    dim: Any  # a Dim, a derived Dim, or a Dim.AUTO / Dim.DYNAMIC hint
+    size: int  # the example's size
+    arg: str = ""  # the forward argument it is in
+
+    @property
+    def name(self) -> str | None:
+        return getattr(self.dim, "__name__", None)
+
+
+def declared_axes(inputs: dict[str, Any], spec: Any) -> list[DeclaredAxis]:
+    """Every (input, axis) the spec makes dynamic, with the example's size there."""
+    if spec is None:
+        return []
+    if not isinstance(spec, dict):
+        spec = dict(zip(inputs, spec))
+    names = {id(t): n for n, t in tensor_leaves(inputs)}
+    found: list[DeclaredAxis] = []
+
+    def walk(value: Any, s: Any) -> None:
+        if s is None:
+            return
+        if isinstance(value, torch.Tensor):
+            items = s.items() if isinstance(s, dict) else enumerate(s)
+            for axis, d in items:
+                if d is not None and not isinstance(d, int) and int(axis) < value.dim():
+                    found.append(DeclaredAxis(names.get(id(value), "?"), int(axis), d,
+                                              int(value.shape[int(axis)]), arg))
+        elif isinstance(value, dict) and isinstance(s, dict):
+            for k, sub in s.items():
+                if k in value:
+                    walk(value[k], sub)
+        elif isinstance(s, (list, tuple)):
+            children = value if isinstance(value, (list, tuple)) else pytree.tree_flatten(value)[0]
+            for v, sub in zip(children, s):
+                walk(v, sub)
+
+    for arg, s in spec.items():
+        if arg in inputs:
+            walk(inputs[arg], s)
+    return found
+
+
+# -- guards and where they come from ------------------------------------------
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_SKIP = (_TORCH_DIR, os.path.dirname(logging.__file__), os.path.dirname(__file__))
+
+
+@dataclass
+class Guard:
+    expr: str
+    where: str  # "modeling_bert.py:187 in forward", or "" when only torch frames were seen
+
+
+class GuardLog(logging.Handler):
+    """Collects the guards torch.export adds while capturing, each with the innermost
+    stack frame outside torch (the model's line that asked for it)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.guards: list[Guard] = []
+        # "L['x'].size()[0]" -> the symbols it was given, one per capture attempt
+        self.sources: dict[str, set[str]] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return
+        if message.startswith("create_symbol"):
+            m = re.match(r"create_symbol (\w+) = \S+ for (\S+)", message)
+            if m:
+                self.sources.setdefault(m.group(2), set()).add(m.group(1))
+        elif "[guard added]" in message:
+            expr = message.split(" [guard added]")[0]
+            expr = expr.removeprefix("eval ").replace("[guard suppressed] ", "")
+            self.guards.append(Guard(expr.strip(), _user_frame()))
+
+    def __enter__(self) -> GuardLog:
+        self._logger = logging.getLogger(_compat.SHAPE_ENV_LOGGER)
+        logger = self._logger
+        self._saved = (logger.level, logger.propagate, list(logger.handlers))
+        if logger.isEnabledFor(logging.INFO):
+            logger.addHandler(self)  # the user asked for these logs: theirs stay too
+        else:
+            # Only this handler sees the records; torch's own handlers stay quiet.
+            logger.handlers = [self]
+            logger.setLevel(logging.INFO)
+            logger.propagate = False
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        logger = self._logger
+        logger.setLevel(self._saved[0])
+        logger.propagate = self._saved[1]
+        logger.handlers = self._saved[2]
+
+    def find(self, symbols: list[str], hint: str = "") -> Guard | None:
+        """The first guard on one of ``symbols`` seen from the model's code (one that
+        mentions ``hint``, a bound or a constant, if there is such)."""
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, symbols)) + r")\b") if symbols else None
+        hits = [g for g in self.guards if pattern is not None and pattern.search(g.expr)]
+        for pool in ([g for g in hits if hint and re.search(rf"\b{hint}\b", g.expr)], hits):
+            for g in sorted(pool, key=lambda g: len(g.expr)):  # the plainest statement first
+                if g.where:
+                    return g
+        return hits[0] if hits else None
+
+
+def _user_frame() -> str:
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_SKIP) and "<" not in filename[:1]:
+            return f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return ""
+
+
+# -- capture with refinement --------------------------------------------------
+class _SymBoolCausal:
+    """Lets ``scaled_dot_product_attention`` take ``is_causal`` as a SymBool while capturing.
+
+    transformers computes ``is_causal = q_len > 1 and attention_mask is None and ...``;
+    with a dynamic q_len, Python's ``and`` hands over the SymBool ``q_len > 1`` itself
+    when it is false, and sdpa refuses it. transformers leaves this to exporters. The
+    value is only ever false then, and with an explicit mask it must be (sdpa refuses a
+    mask together with is_causal=True), so a mask means False; otherwise the SymBool is
+    evaluated, which guards on q_len as the model's own branch would.
+    """
+
+    def __enter__(self) -> None:
+        functional = torch.nn.functional
+        self._original = original = functional.scaled_dot_product_attention
+
+        def sdpa(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > 5:
+                kwargs["is_causal"], args = args[5], args[:5] + args[6:]
+            causal = kwargs.get("is_causal", False)
+            if isinstance(causal, torch.SymBool):
+                mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+                kwargs["is_causal"] = False if mask is not None else bool(causal)
+            return original(*args, **kwargs)
+
+        functional.scaled_dot_product_attention = sdpa  # type: ignore[assignment]
+
+    def __exit__(self, *exc: Any) -> None:
+        torch.nn.functional.scaled_dot_product_attention = self._original  # type: ignore[assignment]
+
+
+def _export(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+            strict: bool) -> torch.export.ExportedProgram:
+    with _SymBoolCausal():
+        return _compat.export(module, args, kwargs, spec, strict=strict)
+
+
+
+@dataclass
+class Refined:
+    program: torch.export.ExportedProgram
+    dynamic_shapes: Any
+    notes: list[str] = field(default_factory=list)  # one per applied fix
+    fixed: list[str] = field(default_factory=list)  # Dim.AUTO axes the model fixed, and why
+
+
+_FIX = re.compile(r"^\s+(\w+) = (.+?)\s*$")
+
+
+def suggested_fixes(text: str) -> list[tuple[str, str]]:
+    """The ``name = fix`` lines torch.export prints under "Suggested fixes:"."""
+    if "Suggested fixes:" not in text:
+        return []
+    fixes = []
+    for line in text.split("Suggested fixes:", 1)[1].splitlines()[1:]:
+        m = _FIX.match(line)
+        if not m:
+            if fixes:
+                break
+            continue
+        fixes.append((m.group(1), m.group(2)))
+    return fixes
+
+
+def is_constraint_violation(exc: BaseException) -> bool:
+    kind = getattr(getattr(exc, "error_type", None), "name", "")
+    return kind == "CONSTRAINT_VIOLATION" or type(exc).__name__ == "ConstraintViolationError"
+
+
+def export_refined(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+    strict: bool,
+) -> Refined:
+    """torch.export with ``spec``, size-obliviously; on a constraint violation, apply
+    torch.export's suggested bounds and relations and try once more."""
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
+    _check_ranges(declared)
+    log = GuardLog()
+    with log, _compat.size_oblivious():
+        try:
+            program = _export(module, args, kwargs, spec, strict)
+            return _checked(Refined(program, spec), inputs, log)
+        except Exception as exc:
+            if not is_constraint_violation(exc):
+                raise
+            first: BaseException = exc
+    fixes = suggested_fixes(str(first))
+    real = {name for name, fix in fixes}  # what the size-oblivious capture itself fixes
+    if not fixes:
+        # A size-oblivious capture states a bound only as a failed guard; an ordinary
+        # capture turns the same guards into suggested fixes.
+        with log:
+            try:
+                program = _export(module, args, kwargs, spec, strict)
+                return _checked(Refined(program, spec), inputs, log)
+            except Exception as exc:
+                if not is_constraint_violation(exc):
+                    raise first from None
+                fixes = suggested_fixes(str(exc))
+    if not fixes:
+        raise first
+    by_name: dict[str, list[DeclaredAxis]] = {}
+    for a in declared:
+        by_name.setdefault(a.name or "", []).append(a)
+    fixed, applied, notes = [], [], []
+    for name, fix in fixes:
+        axis = by_name.get(name, [])
+        if re.fullmatch(r"-?\d+", fix):
+            if axis and axis[0].size in (0, 1) and int(fix) == axis[0].size and name not in real:
+                continue  # the 0/1 specialisation that size-oblivious capture avoids
+            fixed.append((name, int(fix), axis))
+            continue
+        applied.append(f"{name} = {fix}")
+        notes.append(_describe_fix(name, fix, axis, log))
+    if fixed:
+        raise CaptureError(_fixed_size_message(fixed, log))
+    if not applied:
+        raise first
+    try:
+        refined = _compat.refine_dynamic_shapes(applied, spec)
+    except Exception:
+        raise first from None
+    with log, _compat.size_oblivious():
+        try:
+            program = _export(module, args, kwargs, refined, strict)
+        except Exception as exc:
+            if is_constraint_violation(exc):
+                raise CaptureError(
+                    "torch.export rejected the dynamic shapes even after applying its own "
+                    "suggested fixes (" + "; ".join(applied) + "):\n  - "
+                    + _torch_message(exc)
+                    + "\nNext step: the dims above are tied together in a way torch.export "
+                    "cannot express; declare fewer of them dynamic, or make them one Dim."
+                ) from None
+            raise
+    return _checked(Refined(program, refined, notes), inputs, log)
+
+
+def _checked(result: Refined, inputs: dict[str, Any], log: GuardLog) -> Refined:
+    """Fails on a named dim the program holds as a constant; lists fixed Dim.AUTO axes."""
+    fixed = specialised_axes(result.program, inputs, result.dynamic_shapes)
+    named = [(a.name or "", a.size, [a]) for a in fixed if a.name]
+    if named:
+        raise CaptureError(_fixed_size_message(named, log))
+    for a in fixed:
+        size = a.size
+        guard = log.find(_source_symbols([a], log), str(size))
+        why = f" by the guard {guard.expr}" + (f" at {guard.where}" if guard.where else "") \
+            if guard else ""
+        result.fixed.append(f"input {a.input!r} axis {a.axis} fixed to {size}{why}")
+    return result
+
+
+def _torch_message(exc: BaseException) -> str:
+    """torch.export's message without its generic trailer."""
+    return str(exc).split("\n\nThe error above")[0].split("\nFor more information")[0].strip()
+
+
+def _source_symbols(axes: list[DeclaredAxis], log: GuardLog) -> list[str]:
+    """The symbols torch gave these input axes (their sources read ``L['arg']...size()[k]``)."""
+    return [sym for src, syms in log.sources.items() for sym in syms for a in axes
+            if src.endswith(f".size()[{a.axis}]") and f"['{a.arg}']" in src]
+
+
+def _describe_fix(name: str, fix: str, axis: list[DeclaredAxis], log: GuardLog) -> str:
+    m = re.match(r"Dim\('\w+'(?:, min=(\d+))?(?:, max=(\d+))?\)", fix)
+    if m:
+        lo, hi = m.group(1), m.group(2)
+        low = lo or (getattr(axis[0].dim, "min", 0) if axis else 0)
+        what = f"{name} bounded to [{low}, {hi or 'inf'}]"
+        hint = hi or lo or ""
+    else:
+        what, hint = f"{name} tied to other dims: {name} = {fix}", ""
+    guard = log.find(_source_symbols(axis, log), hint)
+    if guard is not None:
+        what += f" by the guard {guard.expr}" + (f" at {guard.where}" if guard.where else "")
+    return what
+
+
+def _fixed_size_message(fixed: list[tuple[str, int, list[DeclaredAxis]]], log: GuardLog) -> str:
+    lines = []
+    for name, value, axis in fixed:
+        where = f" (input {axis[0].input!r}, axis {axis[0].axis})" if axis else ""
+        guard = log.find(_source_symbols(axis, log), str(value))
+        at = f": the guard {guard.expr} at {guard.where or 'torch internals'}" if guard else ""
+        lines.append(f"  - {name}{where} is fixed to {value} by the model{at}")
+        if axis and axis[0].size in (0, 1):
+            lines.append(f"    The example's size there is {axis[0].size}, and the model takes a "
+                         f"special branch for that size: export with an example of size 2 or "
+                         f"more for {name}, and the graph covers every size.")
+    return (
+        "the dynamic shapes declare a dim that can only take one size in this model:\n" + "\n".join(lines)
+        + "\nNext step: make that axis static (leave it out of dynamic_shapes / dynamic_axes, "
+        "or use Dim.AUTO to let the model decide), or change the model line above so it "
+        "does not depend on that size."
+    )
+
+
+def _check_ranges(declared: list[DeclaredAxis]) -> None:
+    for a in declared:
+        lo, hi = getattr(a.dim, "min", None), getattr(a.dim, "max", None)
+        if a.name is None or not isinstance(lo, int) or not isinstance(hi, int):
+            continue
+        if not lo <= a.size <= hi:
+            raise InvalidInputError(
+                f"the example's size {a.size} for dim {a.name!r} (input {a.input!r}, axis "
+                f"{a.axis}) is outside that Dim's range [{lo}, {hi}]. Next step: widen the "
+                "Dim's min/max, or pass an example inside the range."
+            )
+
+
+def specialised_axes(
+    program: torch.export.ExportedProgram, inputs: dict[str, Any], spec: Any
+) -> list[DeclaredAxis]:
+    """Declared axes that the captured program holds as a constant."""
+    user = set(program.graph_signature.user_inputs)
+    vals = [n.meta.get("val") for n in program.graph.nodes
+            if n.op == "placeholder" and n.name in user]
+    examples = [x for x in pytree.tree_leaves(program.example_inputs) if isinstance(x, torch.Tensor)]
+    by_id = {id(x): v for x, v in zip(examples, [v for v in vals if isinstance(v, torch.Tensor)])}
+    shapes = {name: by_id[id(t)].shape for name, t in tensor_leaves(inputs) if id(t) in by_id}
+    return [
+        a for a in declared_axes(inputs, spec)
+        if a.input in shapes and _is_static(shapes[a.input][a.axis])
+    ]
+
+
+def _is_static(d: Any) -> bool:
+    return not isinstance(d, torch.SymInt) or bool(d.node.expr.is_number)

@@ -1,0 +1,102 @@
+"""The example inputs at another size, to check a dynamic model away from its example.
+
+Each free symbol of the program's input shapes gets a second value inside its
+range; every input is then rebuilt at the shapes that implies, by repeating the
+example's own values along the resized axes (so token ids, masks and positions
+stay valid), or cropping them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import sympy
+import torch
+import torch.utils._pytree as pytree
+
+
+def _user_shapes(program: torch.export.ExportedProgram) -> list[Any]:
+    user = set(program.graph_signature.user_inputs)
+    vals = [n.meta.get("val") for n in program.graph.nodes
+            if n.op == "placeholder" and n.name in user]
+    return [v.shape for v in vals if isinstance(v, torch.Tensor)]
+
+
+def _bound(x: Any) -> int | None:
+    """A range end as an int; None for infinity (sympy's oo or torch's int_oo)."""
+    if x is None or "oo" in str(x):
+        return None
+    return int(x)
+
+
+def _second_value(value: int, lower: int, upper: Any) -> int | None:
+    for candidate in (value + 2, value + 1, value - 1, lower):
+        if candidate != value and candidate >= max(lower, 1) and (
+            not isinstance(upper, int) or candidate <= upper
+        ):
+            return candidate
+    return None
+
+
+def second_size(
+    program: torch.export.ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any],
+) -> tuple[dict[Any, tuple[int, int]], tuple[Any, ...], dict[str, Any]] | None:
+    """``({symbol: (example, new)}, args, kwargs)`` at a second size; None when static."""
+    from pt2onnx.verify import ordered_kwargs
+
+    leaves, spec = pytree.tree_flatten((args, ordered_kwargs(program, kwargs)))
+    tensors = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+    shapes = _user_shapes(program)
+    if len(shapes) != len(tensors):
+        return None
+    known: dict[Any, int] = {}
+    for shape, i in zip(shapes, tensors):
+        for d, n in zip(shape, leaves[i].shape):
+            if isinstance(d, torch.SymInt) and isinstance(d.node.expr, sympy.Symbol):
+                known[d.node.expr] = int(n)
+    for shape, i in zip(shapes, tensors):  # roots that only appear in expressions (2*s)
+        for d, n in zip(shape, leaves[i].shape):
+            expr = d.node.expr if isinstance(d, torch.SymInt) else None
+            free = [s for s in getattr(expr, "free_symbols", ()) if s not in known]
+            if expr is not None and len(free) == 1:
+                solved = sympy.solve(expr.subs(known) - int(n), free[0])
+                if solved and solved[0].is_integer:
+                    known[free[0]] = int(solved[0])
+    if not known:
+        return None
+    ranges = {str(k): v for k, v in program.range_constraints.items()}
+    new: dict[Any, int] = {}
+    for sym, value in known.items():
+        vr = ranges.get(str(sym))
+        lower = _bound(vr.lower if vr is not None else None) or 0
+        upper = _bound(vr.upper if vr is not None else None)
+        picked = _second_value(value, lower, upper)
+        if picked is not None:
+            new[sym] = picked
+    if not new:
+        return None
+    values = {**known, **new}
+    leaves = list(leaves)
+    for shape, i in zip(shapes, tensors):
+        target = [int(d.node.expr.subs(values)) if isinstance(d, torch.SymInt) else int(d)
+                  for d in shape]
+        leaves[i] = _reshaped(leaves[i], target)
+    args2, kwargs2 = pytree.tree_unflatten(leaves, spec)
+    return {s: (known[s], v) for s, v in new.items()}, args2, kwargs2
+
+
+def _reshaped(t: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    """``t`` at ``shape``: its values repeated along the axes that grow, cropped where
+    they shrink; an empty axis that grows is filled like the rest of the tensor."""
+    if list(t.shape) == shape:
+        return t.clone()
+    if t.numel() == 0:
+        if t.dtype.is_floating_point or t.dtype.is_complex:
+            return torch.randn(shape, dtype=t.dtype)
+        return torch.zeros(shape, dtype=t.dtype)
+    reps = [max(1, math.ceil(n / o)) for n, o in zip(shape, t.shape)]
+    out = t.repeat(*reps)
+    for axis, n in enumerate(shape):
+        out = out.narrow(axis, 0, n)
+    return out.contiguous()
