@@ -30,6 +30,23 @@ def export_and_verify(
     return prog
 
 
+def export_dynamic_and_verify(
+    model: Any, args: tuple[Any, ...], tmp_path: Path, dynamic_axes: dict[str, Any], *,
+    kwargs: dict[str, Any] | None = None, name: str = "model", **export_kwargs: Any,
+) -> pt2onnx.OnnxProgram:
+    """Exports with ``dynamic_axes`` (keyed by input names), then checks the file and
+    compares with eager at the example and at a second size of every dynamic dim."""
+    path = tmp_path / f"{name}.onnx"
+    prog = pt2onnx.export(model, args, path, kwargs=kwargs, dynamic_axes=dynamic_axes,
+                          **export_kwargs)
+    onnx.checker.check_model(str(path), full_check=True)
+    assert prog.report.capture_strategy.startswith("torch.export"), prog.report.fallbacks
+    result = prog.verify()
+    assert len(result.runs) == 2, f"no second size was run: {result.runs}"
+    assert result.ok, f"onnxruntime does not match eager PyTorch:\n{result}"
+    return prog
+
+
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)

@@ -362,7 +362,8 @@ def _export(
             program, registry, target_opset, dict(custom_translations or {}),
             list(input_names) if input_names else None,
             list(output_names) if output_names else None,
-            _capture.user_dim_names(model, args, kwargs, dynamic_shapes, captured.program),
+            _capture.user_dim_names(model, *(captured.example or (args, kwargs)),
+                                    dynamic_shapes, captured.program),
         )
         try:
             onnx_model = translator.run()

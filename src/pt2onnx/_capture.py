@@ -27,6 +27,7 @@ class CaptureResult:
     # The dynamic_shapes torch.export accepted (with its suggested fixes applied),
     # the fixes applied, and the Dim.AUTO axes the model fixed.
     dynamic_shapes: Any = None
+    example: Any = None  # (args, kwargs) it was captured on, when not the user's
     refinements: list[str] = field(default_factory=list)
     fixed_axes: list[str] = field(default_factory=list)
 
@@ -117,7 +118,8 @@ def capture(
         notes = [f"dynamic shapes refined: {n}" for n in refined.notes]
         return CaptureResult(
             refined.program, f"torch.export(strict={strict})", errors, warnings=notes,
-            dynamic_shapes=refined.dynamic_shapes, refinements=refined.notes,
+            dynamic_shapes=refined.dynamic_shapes, example=refined.example,
+            refinements=refined.notes,
             fixed_axes=refined.fixed,
         )
     try:

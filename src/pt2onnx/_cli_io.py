@@ -135,14 +135,18 @@ def _forward_names(model: torch.nn.Module, n: int) -> list[str]:
 
 
 def parse_dynamic(specs: list[str], names: list[str]) -> dict[str, dict[int, str]]:
-    """``x:0=batch`` as torch.onnx-style dynamic_axes ``{"x": {0: "batch"}}``."""
+    """``x:0=batch`` as torch.onnx-style dynamic_axes ``{"x": {0: "batch"}}``.
+
+    NAME is an input's name, or the name of a tensor nested in it
+    (``past_key_values_key_0``: the argument name and the path inside it).
+    """
     axes: dict[str, dict[int, str]] = {}
     for spec in specs:
         name, _, rest = spec.partition(":")
         axis, _, dim = rest.partition("=")
         if not name or not axis.isdigit():
             raise UsageError(f"--dynamic {spec!r} is not NAME:AXIS[=DIM], e.g. x:0=batch")
-        if name not in names:
+        if names and not any(name == n or name.startswith(f"{n}_") for n in names):
             raise UsageError(f"--dynamic {spec!r}: {name!r} is not an input; inputs are {names}")
         axes.setdefault(name, {})[int(axis)] = dim or f"{name}_dim{axis}"
     return axes

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
@@ -320,6 +321,7 @@ def _export(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
 class Refined:
     program: torch.export.ExportedProgram
     dynamic_shapes: Any
+    example: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})  # the inputs it was captured on
     notes: list[str] = field(default_factory=list)  # one per applied fix
     fixed: list[str] = field(default_factory=list)  # Dim.AUTO axes the model fixed, and why
 
@@ -356,8 +358,26 @@ def export_refined(
     inputs = bound_inputs(module, args, kwargs)
     declared = declared_axes(inputs, spec)
     _check_ranges(declared)
+    scaled = _scaled_example(args, kwargs, inputs, declared)
+    if scaled is not None:
+        # No declared dim is 1 there, so an ordinary capture does not specialise, and
+        # it states every bound and relation it needs as a suggested fix.
+        try:
+            return _export_refined(module, *scaled, spec, strict, oblivious=False)
+        except Exception:
+            pass  # the example as given, size-obliviously: its errors are the ones to show
+    return _export_refined(module, args, kwargs, spec, strict)
+
+
+def _export_refined(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+    strict: bool, oblivious: bool = True,
+) -> Refined:
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
     log = GuardLog()
-    with log, _compat.size_oblivious():
+    mode = _compat.size_oblivious if oblivious else contextlib.nullcontext
+    with log, mode():
         try:
             program = _export(module, args, kwargs, spec, strict)
             return _checked(Refined(program, spec), inputs, log)
@@ -401,7 +421,7 @@ def export_refined(
         refined = _compat.refine_dynamic_shapes(applied, spec)
     except Exception:
         raise first from None
-    with log, _compat.size_oblivious():
+    with log, mode():
         try:
             program = _export(module, args, kwargs, refined, strict)
         except Exception as exc:
@@ -414,11 +434,47 @@ def export_refined(
                     "cannot express; declare fewer of them dynamic, or make them one Dim."
                 ) from None
             raise
-    return _checked(Refined(program, refined, notes), inputs, log)
+    return _checked(Refined(program, refined, notes=notes), inputs, log)
+
+
+def _scaled_example(
+    args: tuple[Any, ...], kwargs: dict[str, Any], inputs: dict[str, Any],
+    declared: list[DeclaredAxis],
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """The example with every declared dim doubled, when one of them has size 1.
+
+    Even size-obliviously, a size-1 example can steer torch.export into a graph that
+    is wrong at other sizes (T5's attention, traced at batch 1, reshapes by
+    ``heads // batch``). Doubling every declared dim, not only the size-1 ones, keeps
+    relations such as total = past + seq; the repeated values stay valid inputs. None
+    when no declared dim has size 1, or when doubling leaves a Dim's range.
+    """
+    if not any(a.size == 1 for a in declared):
+        return None
+    # Dim.AUTO axes may be ones the model fixes (a feature size): only their 1s grow.
+    declared = [a for a in declared if a.name is not None or a.size == 1]
+    if any(isinstance(getattr(a.dim, "max", None), int) and 2 * a.size > a.dim.max
+           for a in declared):
+        return None
+    from pt2onnx._resize import _reshaped
+
+    targets: dict[str, list[int]] = {}
+    tensors = dict(tensor_leaves(inputs))
+    for a in declared:
+        shape = targets.setdefault(a.input, list(tensors[a.input].shape))
+        shape[a.axis] = 2 * a.size
+    by_id = {id(tensors[name]): shape for name, shape in targets.items()}
+
+    def grow(x: Any) -> Any:
+        return _reshaped(x, by_id[id(x)]) if id(x) in by_id else x
+
+    grown = pytree.tree_map(grow, (args, kwargs))
+    return grown[0], grown[1]
 
 
 def _checked(result: Refined, inputs: dict[str, Any], log: GuardLog) -> Refined:
     """Fails on a named dim the program holds as a constant; lists fixed Dim.AUTO axes."""
+    result.example = result.program.example_inputs or ((), {})
     fixed = specialised_axes(result.program, inputs, result.dynamic_shapes)
     named = [(a.name or "", a.size, [a]) for a in fixed if a.name]
     if named:

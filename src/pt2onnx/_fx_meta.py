@@ -67,6 +67,8 @@ def shape_of(val: Any, names: dict[Any, Any] | None = None) -> ir.Shape | None:
     for d in val.shape:
         if isinstance(d, int):
             dims.append(int(d))
+        elif d.node.expr.is_number:  # a SymInt the graph specialised: a fixed size
+            dims.append(int(d.node.expr))
         else:
             expr = d.node.expr
             dims.append(str(expr.xreplace(names) if names else expr))

@@ -1,7 +1,8 @@
 """The example inputs at another size, to check a dynamic model away from its example.
 
 Each free symbol of the program's input shapes gets a second value inside its
-range; every input is then rebuilt at the shapes that implies, by repeating the
+range (twice the example's, which keeps relations such as total = past + seq that
+the graph does not state); every input is then rebuilt at the shapes that implies, by repeating the
 example's own values along the resized axes (so token ids, masks and positions
 stay valid), or cropping them.
 """
@@ -30,10 +31,13 @@ def _bound(x: Any) -> int | None:
     return int(x)
 
 
-def _second_value(value: int, lower: int, upper: Any) -> int | None:
-    for candidate in (value + 2, value + 1, value - 1, lower):
+def _second_value(value: int, lower: int, upper: int | None) -> int | None:
+    """Twice the example's value: scaling every dim by one factor keeps the relations
+    between them that the graph does not state (total = past + seq), so the second
+    inputs stay valid for the model. Where the range forbids that, the nearest other size."""
+    for candidate in (2 * value, value + 1, value - 1):
         if candidate != value and candidate >= max(lower, 1) and (
-            not isinstance(upper, int) or candidate <= upper
+            upper is None or candidate <= upper
         ):
             return candidate
     return None

@@ -28,14 +28,19 @@ def _cmd_export(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")  # a mismatch is printed below, with its bisection
         prog = pt2onnx.export(
             model, inputs, out, input_names=names or None, dynamic_axes=dynamic_axes or None,
-            opset=args.opset, report=report, verify=args.verify,
+            opset=args.opset, report=report, verify=args.verify, dynamic=args.dynamic_all,
         )
     print(f"wrote {out} ({sum(prog.report.op_histogram.values())} ONNX nodes, "
           f"opset {prog.report.opset}): {prog.report.timing_line()}")
     if report:
         print(f"report: {out.with_suffix('.report.md') if report is True else report}")
+    for line in prog.report.dynamic_refinements:
+        print(f"dynamic shapes refined: {line}")
+    for line in prog.report.fixed_axes:
+        print(f"static: {line}")
     result = prog.report.verification
     if result is not None:
+        print(f"verified at: {'; '.join(result.runs)}")
         print(result)
         return 0 if result.ok else 1
     return 0
@@ -124,8 +129,12 @@ def _add_commands(sub: Any) -> None:
     export.add_argument("-o", "--output", help="the .onnx file to write (default: model.onnx)")
     export.add_argument("--dynamic", action="append", default=[], metavar="NAME:AXIS=DIM",
                         help="a dynamic axis, e.g. x:0=batch (repeatable)")
+    export.add_argument("--dynamic-all", action="store_true",
+                        help="every axis of every input dynamic where the model allows it "
+                        "(the report lists the axes the model fixed, and why)")
     export.add_argument("--verify", action="store_true",
-                        help="compare onnxruntime with eager PyTorch (exit 1 on mismatch)")
+                        help="compare onnxruntime with eager PyTorch at the example and at a "
+                        "second size of each dynamic dim (exit 1 on mismatch)")
     export.add_argument("--report", nargs="?", const=True, metavar="PATH",
                         help="write the Markdown export report (default: beside the model)")
     export.set_defaults(fn=_cmd_export)

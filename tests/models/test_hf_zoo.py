@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from conftest import export_and_verify
+from conftest import export_and_verify, export_dynamic_and_verify
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
@@ -129,17 +129,17 @@ def build(case: Case) -> torch.nn.Module:
 def _text(batch: int = 2, length: int = 10) -> dict[str, torch.Tensor]:
     ids = torch.randint(3, VOCAB, (batch, length))
     mask = torch.ones(batch, length, dtype=torch.int64)
-    mask[1, 7:] = 0
+    mask[-1, 7:] = 0
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def make_inputs(case: Case, model: torch.nn.Module) -> dict[str, Any]:
+def make_inputs(case: Case, model: torch.nn.Module, batch: int = 2) -> dict[str, Any]:
     if case.inputs == "text":
-        return _text()
+        return _text(batch)
     if case.inputs == "decoder":
-        return {**_text(), "use_cache": False}
+        return {**_text(batch), "use_cache": False}
     if case.inputs == "seq2seq":
-        return {**_text(), "decoder_input_ids": torch.randint(3, VOCAB, (2, 6)),
+        return {**_text(batch), "decoder_input_ids": torch.randint(3, VOCAB, (batch, 6)),
                 "use_cache": False}
     if case.inputs == "whisper":
         cfg = model.config
@@ -152,6 +152,18 @@ def make_inputs(case: Case, model: torch.nn.Module) -> dict[str, Any]:
     if case.inputs == "audio":
         return {"input_values": torch.randn(1, 400)}
     raise AssertionError(case.inputs)
+
+
+# Dynamic axes per kind of input: batch everywhere, and the sequence for text.
+TEXT_AXES = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+DYNAMIC_AXES: dict[str, dict[str, Any]] = {
+    "text": TEXT_AXES,
+    "decoder": TEXT_AXES,
+    "seq2seq": {**TEXT_AXES, "decoder_input_ids": {0: "batch", 1: "target"}},
+    "whisper": {"input_features": {0: "batch"}, "decoder_input_ids": {0: "batch", 1: "target"}},
+    "image": {"pixel_values": {0: "batch"}},
+    "audio": {"input_values": {0: "batch", 1: "samples"}},
+}
 
 
 def _params(cases: list[Case], cache: bool = False) -> list[Any]:
@@ -180,3 +192,12 @@ def test_hf_zoo_use_cache(case: Case, tmp_path) -> None:
     layers = model.config.num_hidden_layers
     assert names[0] == "logits" and len(names) == 1 + 2 * layers
     assert names[1] == "past_key_values_key_0" and names[-1] == f"past_key_values_value_{layers - 1}"
+
+
+@pytest.mark.parametrize("case", _params(CASES))
+def test_hf_zoo_dynamic(case: Case, tmp_path) -> None:
+    """A batch-1 example with dynamic batch (and sequence): one export runs at other sizes."""
+    model = build(case)
+    kwargs = make_inputs(case, model, batch=1)
+    export_dynamic_and_verify(model, (), tmp_path, DYNAMIC_AXES[case.inputs], kwargs=kwargs,
+                              name=case.name)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from conftest import export_and_verify
+from conftest import export_and_verify, export_dynamic_and_verify
 
 try:
     timm = pytest.importorskip("timm", reason="timm is not installed")
@@ -128,3 +128,11 @@ def test_timm_zoo(case: Case, tmp_path) -> None:
     model = timm.create_model(case.name, pretrained=False, **case.kwargs).eval()
     x = torch.randn(1, 3, case.size, case.size)
     export_and_verify(model, (x,), tmp_path, name=case.name)
+
+
+@pytest.mark.parametrize("case", _params())
+def test_timm_zoo_dynamic(case: Case, tmp_path) -> None:
+    """A batch-1 example with a dynamic batch, checked at a second batch size."""
+    model = timm.create_model(case.name, pretrained=False, **case.kwargs).eval()
+    x = torch.randn(1, 3, case.size, case.size)
+    export_dynamic_and_verify(model, (x,), tmp_path, {"x": {0: "batch"}}, name=case.name)

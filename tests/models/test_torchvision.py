@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import pt2onnx
-from conftest import export_and_verify
+from conftest import export_and_verify, export_dynamic_and_verify
 
 _WHY = (
     f"torchvision is not importable with torch {torch.__version__}; run `make test-models`, "
@@ -163,6 +163,17 @@ def test_optical_flow(case: Case, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", OPSET_SPREAD)
 def test_opset_range(name: str, opset: int, tmp_path: Path) -> None:
     _export_and_check(CASES[name], tmp_path, opset=opset)
+
+
+@pytest.mark.parametrize("case", _params(CLASSIFICATION + SEGMENTATION + VIDEO + OPTICAL_FLOW))
+def test_dynamic_batch_from_one(case: Case, tmp_path: Path) -> None:
+    """Every family but detection (traced, so static): a batch-1 example, dynamic batch."""
+    model = torchvision.models.get_model(case.name, weights=None, **case.kwargs).eval()
+    args = tuple(torch.randn((1, *case.shape[1:])) for _ in range(case.inputs))
+    names = [f"x{i}" for i in range(case.inputs)]
+    export_dynamic_and_verify(model, args, tmp_path, {n: {0: "batch"} for n in names},
+                              kwargs=case.forward_kwargs or None, name=case.name,
+                              input_names=names)
 
 
 @pytest.mark.parametrize("name", DYNAMIC_BATCH)

@@ -17,18 +17,30 @@ from pt2onnx._builder import RuleContext
 from pt2onnx._registry import REGISTRY, Registry
 
 
-def nms(g: RuleContext, boxes: ir.Value, scores: ir.Value, iou_threshold: float) -> ir.Value:
-    """torchvision::nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"""
-    # One batch, one class: NonMaxSuppression keeps boxes in decreasing score order
-    # and drops those with IoU > iou_threshold, as torchvision does.
-    selected = g.op.NonMaxSuppression(
-        g.op.Unsqueeze(boxes, g.const([0])),
-        g.op.Unsqueeze(scores, g.const([0, 1])),
+def _kept_boxes(g: RuleContext, boxes: ir.Value, scores: ir.Value, iou_threshold: float,
+                score_threshold: float | None = None) -> ir.Value:
+    """Indices of the boxes NonMaxSuppression keeps; ``scores`` is [classes, N].
+
+    One batch; boxes with IoU > iou_threshold are dropped, as torchvision does.
+    NonMaxSuppression takes float32 only, so boxes and scores are cast.
+    """
+    inputs = [
+        g.op.Unsqueeze(g.cast(boxes, ir.DataType.FLOAT), g.const([0])),
+        g.op.Unsqueeze(g.cast(scores, ir.DataType.FLOAT), g.const([0])),
         g.op.Slice(g.op.Shape(boxes), g.const([0]), g.const([1])),
         g.const([float(iou_threshold)], ir.DataType.FLOAT),
-    )
+    ]
+    if score_threshold is not None:
+        inputs.append(g.const([score_threshold], ir.DataType.FLOAT))
+    selected = g.op.NonMaxSuppression(*inputs)  # rows of (batch, class, box)
     return g.op.Squeeze(g.op.Slice(selected, g.const([2]), g.const([3]), g.const([1])),
                         g.const([1]))
+
+
+def nms(g: RuleContext, boxes: ir.Value, scores: ir.Value, iou_threshold: float) -> ir.Value:
+    """torchvision::nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"""
+    # One class: the kept boxes come out in decreasing score order, as in torchvision.
+    return _kept_boxes(g, boxes, g.op.Unsqueeze(scores, g.const([0])), iou_threshold)
 
 
 def batched_nms(g: RuleContext, boxes: ir.Value, scores: ir.Value, idxs: ir.Value,
@@ -47,15 +59,7 @@ def batched_nms(g: RuleContext, boxes: ir.Value, scores: ir.Value, idxs: ir.Valu
     scores32 = g.cast(scores, ir.DataType.FLOAT)
     per_class = g.op.Where(member, g.op.Unsqueeze(scores32, g.const([0])),
                            g.const(lowest, ir.DataType.FLOAT))
-    selected = g.op.NonMaxSuppression(
-        g.op.Unsqueeze(g.cast(boxes, ir.DataType.FLOAT), g.const([0])),
-        g.op.Unsqueeze(per_class, g.const([0])),
-        g.op.Slice(g.op.Shape(boxes), g.const([0]), g.const([1])),
-        g.const([float(iou_threshold)], ir.DataType.FLOAT),
-        g.const([lowest], ir.DataType.FLOAT),
-    )
-    kept = g.op.Squeeze(g.op.Slice(selected, g.const([2]), g.const([3]), g.const([1])),
-                        g.const([1]))
+    kept = _kept_boxes(g, boxes, per_class, iou_threshold, lowest)
     # torchvision sorts the kept indices, ascending, by decreasing score with a
     # stable sort; TopK breaks ties by position, so sort the indices first.
     count = g.op.Shape(kept)
