@@ -61,6 +61,9 @@ class ExportReport:
     fx_nodes: int = 0
     dynamic_dims: dict[str, str] = field(default_factory=dict)
     decomposition: str = ""
+    # (op, source, count) for each op decomposed per node; source is "torch default",
+    # "torch registry" or "pt2onnx".
+    decompositions: list[tuple[str, str, int]] = field(default_factory=list)
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -95,6 +98,10 @@ class ExportReport:
         lines += [f"- fallback: {f}" for f in self.fallbacks]
         lines += ["", f"- decomposition: {self.decomposition}", f"- target opset: {self.opset}", f"- FX nodes: {self.fx_nodes}",
                   f"- folded at export time: {self.folded_nodes}"]
+        if self.decompositions:
+            lines += ["", "## Decompositions (per node)", "", "| op | source | count |",
+                      "|---|---|---|"]
+            lines += [f"| `{op}` | {source} | {n} |" for op, source, n in self.decompositions]
         if self.dynamic_dims:
             lines += ["", "## Dynamic dims and their guards", "", "| dim | range |", "|---|---|"]
             lines += [f"| {k} | {v} |" for k, v in self.dynamic_dims.items()]
