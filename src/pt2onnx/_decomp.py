@@ -174,7 +174,7 @@ def trace(fn: Callable[..., Any], node: torch.fx.Node) -> tuple[torch.fx.GraphMo
         filled = list(leaves)
         for i, v in zip(positions, inputs):
             filled[i] = v
-        args, kwargs = pytree.tree_unflatten(filled, spec)
+        args, kwargs = _plain(pytree.tree_unflatten(filled, spec))
         flat, out_spec = pytree.tree_flatten(fn(*args, **kwargs))
         out_specs.append(out_spec)
         return flat
@@ -196,3 +196,14 @@ def trace_key(op: Any, node: torch.fx.Node) -> str:
 
     leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
     return repr((op, [describe(a) for a in leaves], spec))
+
+
+def _plain(x: Any) -> Any:
+    """FX's immutable lists and dicts as plain ones: a decomposition may update its arguments."""
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_plain(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x
