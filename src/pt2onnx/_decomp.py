@@ -15,6 +15,7 @@ only make the graph bigger and slower.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -160,7 +161,8 @@ def trace(fn: Callable[..., Any], node: torch.fx.Node) -> tuple[torch.fx.GraphMo
     outputs. The inputs are the nodes' meta
     values, so a FakeTensor with symbolic dims traces in its own shape
     environment: the graph reads sizes with ``sym_size`` and stays
-    shape-generic. Not functionalized (torch's prims refuse it); an in-place
+    shape-generic. Outputs of the node that nothing reads are left out, with
+    what computes only them. Not functionalized (torch's prims refuse it); an in-place
     step inside ``fn`` is rebound by the translator where that is safe.
     """
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -175,12 +177,30 @@ def trace(fn: Callable[..., Any], node: torch.fx.Node) -> tuple[torch.fx.GraphMo
         for i, v in zip(positions, inputs):
             filled[i] = v
         args, kwargs = _plain(pytree.tree_unflatten(filled, spec))
-        flat, out_spec = pytree.tree_flatten(fn(*args, **kwargs))
+        out = fn(*args, **kwargs)
+        if used is not None and isinstance(out, (tuple, list)):
+            out = type(out)(o if i in used else None for i, o in enumerate(out))
+        flat, out_spec = pytree.tree_flatten(out)
         out_specs.append(out_spec)
         return flat
 
+    used = used_outputs(node)
     gm = make_fx(run, tracing_mode="symbolic")(*vals)
+    gm.graph.eliminate_dead_code()  # what computed only the outputs nobody reads
     return gm, out_specs[-1]
+
+
+def used_outputs(node: torch.fx.Node) -> frozenset[int] | None:
+    """The indices of a multi-output node that are read; None when all may be."""
+    if not isinstance(node.meta.get("val"), (tuple, list)):
+        return None
+    used = set()
+    for user in node.users:
+        if user.target is not operator.getitem or not isinstance(user.args[1], int):
+            return None
+        if user.users:
+            used.add(user.args[1])
+    return frozenset(used)
 
 
 def trace_key(op: Any, node: torch.fx.Node) -> str:
@@ -195,7 +215,7 @@ def trace_key(op: Any, node: torch.fx.Node) -> str:
         return ("V", str(val), type(val).__name__)
 
     leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
-    return repr((op, [describe(a) for a in leaves], spec))
+    return repr((op, [describe(a) for a in leaves], spec, used_outputs(node)))
 
 
 def _plain(x: Any) -> Any:
