@@ -373,6 +373,15 @@ def _export(
                 report_path.write_text(rep.to_markdown())
             raise
     rep.folded_nodes = translator.folded
+    rep.decompositions = [(op, src, n) for (op, src), n in translator.decompositions.items()]
+    if rep.decompositions:
+        count = sum(n for _, _, n in rep.decompositions)
+        per_node = (f"per node: {count} node(s) of {len(rep.decompositions)} op(s) without a "
+                    f"rule, traced in {translator.trace_seconds:.2f}s during translate")
+        if rep.decomposition.startswith("skipped"):
+            rep.decomposition = per_node
+        else:
+            rep.decomposition += f"; then {per_node}"
     rep.dynamic_dims = _dynamic_dims(program, translator.sym_names)
     rep.warnings.extend(translator.warnings)
 

@@ -63,6 +63,35 @@ def default_decompositions() -> dict[Any, Any]:
     return dict(core_aten_decompositions())
 
 
+def core_decompositions() -> dict[Any, Any]:
+    """torch's core-ATen table without the composite-implicit ops, as a plain dict.
+
+    ``default_decompositions()`` also lists every composite-implicit op, which
+    costs about 0.4 s to build; the per-node path asks ``is_composite_implicit``
+    for those instead.
+    """
+    import torch._decomp as decomp
+
+    if hasattr(decomp, "_core_aten_decompositions_post_autograd"):
+        return decomp._core_aten_decompositions_post_autograd()
+    return dict(decomp.core_aten_decompositions())
+
+
+def registered_decompositions() -> dict[Any, Any]:
+    """Every decomposition torch registers (a superset of the core table)."""
+    from torch._decomp import decomposition_table
+
+    return decomposition_table
+
+
+def is_composite_implicit(op: torch._ops.OpOverload) -> bool:
+    """Whether ``op`` has a CompositeImplicitAutograd kernel (``op.decompose`` works)."""
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    return bool(torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key)) or (
+        key in op.py_kernels
+    )
+
+
 def run_decompositions(
     ep: torch.export.ExportedProgram, table: dict[Any, Any]
 ) -> torch.export.ExportedProgram:

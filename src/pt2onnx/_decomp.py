@@ -1,4 +1,11 @@
-"""The decomposition table: core ATen, minus the ops we translate directly.
+"""Decompositions: per node for an op without a rule, whole-program only to functionalize.
+
+An op without a rule is decomposed where it stands (``Translator._decompose``):
+the first of ``candidates(op)`` whose trace translates wins, in the order
+torch default (core table or the op's composite kernel) → torch registry →
+pt2onnx (``_decomp_extra``). ``run_decompositions`` retraces the whole program,
+so it is kept for what per-node work cannot do: mutation through views
+(``reason_to_decompose``).
 
 Ops listed in ``KEEP`` map to a richer ONNX op (LayerNormalization, Gelu,
 MatMul with broadcasting, Attention, Resize, ...) so decomposing them would
@@ -7,11 +14,20 @@ only make the graph bigger and slower.
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
-from pt2onnx import _compat
+from pt2onnx import _compat, _decomp_extra
+
+# The names a decomposition's source has in the report.
+TORCH_DEFAULT, TORCH_REGISTRY, PT2ONNX = "torch default", "torch registry", "pt2onnx"
+# How deep a decomposition may nest (an op in a decomposition decomposed again).
+MAX_DEPTH = 6
 
 aten = torch.ops.aten
 
@@ -57,8 +73,10 @@ def reason_to_decompose(program: torch.export.ExportedProgram, has_rule: Any) ->
     """Why ``program`` must go through ``run_decompositions``; None when it need not.
 
     Decomposition retraces the whole program, which costs about as much as
-    capturing it. It is needed only for ops without a rule and for in-place
-    ops (which decomposition functionalizes).
+    capturing it. An ATen op without a rule is decomposed per node while
+    translating, so this is needed only for in-place ops that cannot be
+    rebound (which decomposition functionalizes) and for non-ATen targets
+    (higher-order ops) without a rule.
     """
     for module in program.graph_module.modules():
         if not isinstance(module, torch.fx.GraphModule):
@@ -72,8 +90,8 @@ def reason_to_decompose(program: torch.export.ExportedProgram, has_rule: Any) ->
                 if functional is None:
                     return f"in-place op {target} needs functionalization"
                 target = functional
-            if not has_rule(target):
-                return f"{target} has no rule"
+            if not isinstance(target, torch._ops.OpOverload) and not has_rule(target):
+                return f"{target} has no rule and is not an ATen op"
     return None
 
 
@@ -109,3 +127,103 @@ def functional_variant(node: torch.fx.Node) -> Any:
     ):
         return None
     return functional
+
+
+@functools.cache
+def _core() -> dict[Any, Any]:
+    return _compat.core_decompositions()
+
+
+def candidates(op: torch._ops.OpOverload) -> list[tuple[str, Callable[..., Any]]]:
+    """The decompositions of ``op`` to try, in order, each with its source's name."""
+    found: list[tuple[str, Callable[..., Any]]] = []
+    default = _core().get(op)
+    if default is None and _compat.is_composite_implicit(op):
+        # Called while tracing, the op runs its composite kernel through the Python
+        # dispatcher, which keeps sizes symbolic (op.decompose would specialise them).
+        default = op
+    if default is not None:
+        found.append((TORCH_DEFAULT, default))
+    registered = _compat.registered_decompositions().get(op)
+    if registered is not None and registered is not default:
+        found.append((TORCH_REGISTRY, registered))
+    ours = _decomp_extra.TABLE.get(op)
+    if ours is not None:
+        found.append((PT2ONNX, ours))
+    return found
+
+
+def trace(fn: Callable[..., Any], node: torch.fx.Node) -> tuple[torch.fx.GraphModule, Any]:
+    """Traces ``fn`` on ``node``'s arguments into an ATen graph.
+
+    Returns the graph, whose placeholders are the FX nodes among the
+    arguments (``pytree.tree_leaves`` order), and the pytree spec of its flat
+    outputs. The inputs are the nodes' meta
+    values, so a FakeTensor with symbolic dims traces in its own shape
+    environment: the graph reads sizes with ``sym_size`` and stays
+    shape-generic. Outputs of the node that nothing reads are left out, with
+    what computes only them. Not functionalized (torch's prims refuse it); an in-place
+    step inside ``fn`` is rebound by the translator where that is safe.
+    """
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
+    positions = [i for i, a in enumerate(leaves) if isinstance(a, torch.fx.Node)]
+    vals = [leaves[i].meta["val"] for i in positions]
+    out_specs: list[Any] = []
+
+    def run(*inputs: Any) -> list[Any]:
+        filled = list(leaves)
+        for i, v in zip(positions, inputs):
+            filled[i] = v
+        args, kwargs = _plain(pytree.tree_unflatten(filled, spec))
+        out = fn(*args, **kwargs)
+        if used is not None and isinstance(out, (tuple, list)):
+            out = type(out)(o if i in used else None for i, o in enumerate(out))
+        flat, out_spec = pytree.tree_flatten(out)
+        out_specs.append(out_spec)
+        return flat
+
+    used = used_outputs(node)
+    gm = make_fx(run, tracing_mode="symbolic")(*vals)
+    gm.graph.eliminate_dead_code()  # what computed only the outputs nobody reads
+    return gm, out_specs[-1]
+
+
+def used_outputs(node: torch.fx.Node) -> frozenset[int] | None:
+    """The indices of a multi-output node that are read; None when all may be."""
+    if not isinstance(node.meta.get("val"), (tuple, list)):
+        return None
+    used = set()
+    for user in node.users:
+        if user.target is not operator.getitem or not isinstance(user.args[1], int):
+            return None
+        if user.users:
+            used.add(user.args[1])
+    return frozenset(used)
+
+
+def trace_key(op: Any, node: torch.fx.Node) -> str:
+    """Nodes with equal keys trace to the same graph (same op, metas and constants)."""
+
+    def describe(a: Any) -> Any:
+        if not isinstance(a, torch.fx.Node):
+            return a
+        val = a.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return ("T", tuple(val.shape), tuple(val.stride()), val.dtype, val.device)
+        return ("V", str(val), type(val).__name__)
+
+    leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
+    return repr((op, [describe(a) for a in leaves], spec, used_outputs(node)))
+
+
+def _plain(x: Any) -> Any:
+    """FX's immutable lists and dicts as plain ones: a decomposition may update its arguments."""
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_plain(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x

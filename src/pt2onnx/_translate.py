@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import operator
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import onnx_ir as ir
 import torch
+import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
 from pt2onnx import _builder, _decomp
@@ -91,6 +93,12 @@ class Translator:
         self.extra_outputs: list[tuple[str, ir.Value]] = []
         self.g.extra_outputs = self.extra_outputs  # type: ignore[attr-defined]
         self.fx_values: dict[str, tuple[ir.Value, str]] = {}
+        # Per-node decomposition: the (node, op, source) being decomposed, outermost
+        # first; traces reused by nodes with equal keys; (op, source) -> count.
+        self._outer: list[tuple[torch.fx.Node, Any, str]] = []
+        self._traces: dict[str, tuple[torch.fx.GraphModule, Any]] = {}
+        self.decompositions: dict[tuple[str, str], int] = {}
+        self.trace_seconds = 0.0
 
     # -- entry point ----------------------------------------------------
     def run(self) -> ir.Model:
@@ -278,6 +286,10 @@ class Translator:
                 # Functionalize by rebinding: later readers of the tensor see the result.
                 mutated, target = node.args[0], functional
         entry = self.custom.get(target) or self.registry.lookup(target, self.opset)
+        if entry is None and self._decompose(node, target):
+            if isinstance(mutated, torch.fx.Node):
+                self.env[mutated] = self.env[node]
+            return
         if entry is None:
             src = source_of(node, self._source_cache)
             self.missing.append(MissingOp(op_name(target), src.source, src.module, node.name))
@@ -306,11 +318,57 @@ class Translator:
                 "custom_translations={op: fn}."
             ) from exc
         _check_result(node, result, entry.fn, source_of(node, self._source_cache))
-        if isinstance(result, ir.Value):
+        if isinstance(result, ir.Value) and not self._outer:
             self.fx_values[node.name] = (result, getattr(entry.fn, "__qualname__", str(entry.fn)))
         self._finish(node, result, start)
         if isinstance(mutated, torch.fx.Node):
             self.env[mutated] = result
+
+    def _decompose(self, node: torch.fx.Node, op: Any) -> bool:
+        """Translates ``node`` through the first decomposition of ``op`` that translates.
+
+        Each candidate (``_decomp.candidates``) is traced on the node's meta
+        values and its graph translated in place; an op in it without a rule is
+        decomposed again, up to ``_decomp.MAX_DEPTH`` deep. A candidate that
+        leaves an op untranslated is rolled back and the next one tried.
+        """
+        if not isinstance(op, torch._ops.OpOverload) or len(self._outer) >= _decomp.MAX_DEPTH:
+            return False
+        inputs = [a for a in pytree.tree_leaves((node.args, node.kwargs))
+                  if isinstance(a, torch.fx.Node)]
+        failure: Exception | None = None
+        for source, fn in _decomp.candidates(op):
+            key = f"{source}:{_decomp.trace_key(op, node)}"
+            if key not in self._traces:
+                began = time.perf_counter()
+                try:
+                    self._traces[key] = _decomp.trace(fn, node)
+                except Exception:  # not traceable on these inputs: try the next source
+                    continue
+                finally:
+                    self.trace_seconds += time.perf_counter() - began
+            gm, out_spec = self._traces[key]
+            missing, start = len(self.missing), len(self.g.nodes)
+            self._outer.append((node, op, source))
+            try:
+                outs: list[Any] | None = self.inline(
+                    gm, [self.env[n] for n in inputs], materialize=False)
+            except TranslationError as exc:
+                failure, outs = exc, None
+            finally:
+                self._outer.pop()
+            if outs is None or len(self.missing) > missing:
+                del self.missing[missing:], self.g.nodes[start:]
+                continue
+            self.env[node] = result = pytree.tree_unflatten(outs, out_spec)
+            if isinstance(result, ir.Value) and not self._outer:
+                self.fx_values[node.name] = (result, f"{op_name(op)} ({source})")
+            counted = (op_name(op), source)
+            self.decompositions[counted] = self.decompositions.get(counted, 0) + 1
+            return True
+        if failure is not None:
+            raise failure
+        return False
 
     def _arg(self, a: Any) -> Any:
         if isinstance(a, torch.fx.Node):
@@ -367,31 +425,37 @@ class Translator:
     def _finish(self, node: torch.fx.Node, result: Any, start: int) -> None:
         self.env[node] = result
         val = node.meta.get("val")
+        # Inside a decomposition, names, source and annotations are the decomposed node's.
+        top = self._outer[0][0] if self._outer else node
+        label = f"{top.name}_{node.name}" if self._outer else node.name
         if isinstance(result, ir.Value):
-            self._name_value(result, node.name, val)
+            self._name_value(result, label, val)
         elif isinstance(result, (tuple, list)):
             for i, r in enumerate(result):
                 if isinstance(r, ir.Value):
                     sub = val[i] if isinstance(val, (tuple, list)) and i < len(val) else None
-                    self._name_value(r, f"{node.name}_{i}" if i else node.name, sub)
+                    self._name_value(r, f"{label}_{i}" if i else label, sub)
         new_nodes = self.g.nodes[start:]
         if not new_nodes:
             return
-        src = source_of(node, self._source_cache)
+        src = source_of(top, self._source_cache)
         op = op_name(node.target)
-        props = {"pt2onnx.fx_node": node.name, "pt2onnx.aten": op}
+        props = {"pt2onnx.fx_node": top.name, "pt2onnx.aten": op}
+        if self._outer:
+            _, outer_op, source = self._outer[0]
+            props["pt2onnx.decomposed"] = f"{op_name(outer_op)} ({source})"
         if src.source:
             props["pt2onnx.source"] = src.source
         if src.module:
             props["pt2onnx.module"] = src.module
             props["pt2onnx.module_type"] = src.module_type
-        custom = node.meta.get("custom")
+        custom = top.meta.get("custom")
         if custom and isinstance(custom.get("pt2onnx.annotate"), dict):
             props.update({k: str(v) for k, v in custom["pt2onnx.annotate"].items()})
         prefix = f"{src.module}/" if src.module else ""
         for i, onnx_node in enumerate(new_nodes):
             onnx_node.metadata_props.update(props)
-            onnx_node.name = f"{prefix}{node.name}" + (f"#{i}" if i else "")
+            onnx_node.name = f"{prefix}{label}" + (f"#{i}" if i else "")
             self.histogram[onnx_node.op_type] = self.histogram.get(onnx_node.op_type, 0) + 1
 
     def _name_value(self, value: ir.Value, name: str, val: Any) -> None:

@@ -65,6 +65,9 @@ class ExportReport:
     dynamic_refinements: list[str] = field(default_factory=list)
     fixed_axes: list[str] = field(default_factory=list)
     decomposition: str = ""
+    # (op, source, count) for each op decomposed per node; source is "torch default",
+    # "torch registry" or "pt2onnx".
+    decompositions: list[tuple[str, str, int]] = field(default_factory=list)
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -99,6 +102,10 @@ class ExportReport:
         lines += [f"- fallback: {f}" for f in self.fallbacks]
         lines += ["", f"- decomposition: {self.decomposition}", f"- target opset: {self.opset}", f"- FX nodes: {self.fx_nodes}",
                   f"- folded at export time: {self.folded_nodes}"]
+        if self.decompositions:
+            lines += ["", "## Decompositions (per node)", "", "| op | source | count |",
+                      "|---|---|---|"]
+            lines += [f"| `{op}` | {source} | {n} |" for op, source, n in self.decompositions]
         if self.dynamic_dims:
             lines += ["", "## Dynamic dims and their guards", "", "| dim | range |", "|---|---|"]
             lines += [f"| {k} | {v} |" for k, v in self.dynamic_dims.items()]

@@ -115,7 +115,7 @@ def _var(g: RuleContext, x: ir.Value, dim: Any, correction: Any, keepdim: bool) 
     mean = reduce(g, "ReduceMean", x, dim, True)
     centered = g.op.Sub(x, mean)
     squares = g.op.Mul(centered, centered)
-    squares.shape = x.shape
+    squares.type, squares.shape = x.type, x.shape
     sq = reduce(g, "ReduceSum", squares, dim, keepdim)
     corr = 1 if correction is None else correction
     shape = x.shape

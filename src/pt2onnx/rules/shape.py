@@ -146,10 +146,21 @@ def _split_sizes(g: RuleContext) -> list[int]:
 def split(g: RuleContext, x: ir.Value, split_size: Any, dim: int = 0) -> tuple[ir.Value, ...]:
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     d = normalize_dim(dim, rank(x))
-    sizes = [int(v.shape[d]) for v in g.meta]
-    if len(sizes) == 1:
+    n = len(g.meta)
+    if n == 1:
         return (x,)
-    return g.op.Split(x, g.const(sizes), axis=d, _outputs=len(sizes))
+    static = [v.shape[d] for v in g.meta]
+    if all(type(s) is int for s in static):
+        sizes = g.const(static)
+    elif isinstance(split_size, (list, tuple)):
+        sizes = g.int_list(split_size)
+    else:
+        # Symbolic: n-1 chunks of split_size, and what is left of the dim.
+        whole = g.op.Shape(x, start=d, end=d + 1)
+        step = g.int_list([split_size])
+        rest = g.op.Sub(whole, g.op.Mul(step, g.const([n - 1])))
+        sizes = g.op.Concat(g.op.Tile(step, g.const([n - 1])), rest, axis=0)
+    return g.op.Split(x, sizes, axis=d, _outputs=n)
 
 
 @translation(aten.unbind.int)
