@@ -10,6 +10,7 @@ from pt2onnx.rules import (  # noqa: F401
     control_flow,
     core,
     creation,
+    cumulative,
     data_dependent,
     debug,
     distance,

@@ -147,6 +147,22 @@ def std(g: RuleContext, x: ir.Value, dim: Any = None, *, correction: Any = None,
     return g.op.Sqrt(_var(g, x, dim, correction, keepdim))
 
 
+@translation(aten.var_mean.correction)
+def var_mean(g: RuleContext, x: ir.Value, dim: Any = None, *, correction: Any = None,
+             keepdim: bool = False) -> tuple[ir.Value, ir.Value]:
+    """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    variance = _var(g, x, dim, correction, keepdim)
+    return variance, reduce(g, "ReduceMean", g.cast(x, g.dtype), dim, keepdim)
+
+
+@translation(aten.std_mean.correction)
+def std_mean(g: RuleContext, x: ir.Value, dim: Any = None, *, correction: Any = None,
+             keepdim: bool = False) -> tuple[ir.Value, ir.Value]:
+    """std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    variance, mean = var_mean(g, x, dim, correction=correction, keepdim=keepdim)
+    return g.op.Sqrt(variance), mean
+
+
 def _any_all(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None,
              keepdim: bool = False) -> ir.Value:
     as_int = g.op.Cast(g.op.Cast(x, to=ir.DataType.BOOL), to=ir.DataType.INT32)
@@ -215,13 +231,17 @@ def linalg_vector_norm(g: RuleContext, x: ir.Value, ord: Any = 2, dim: Any = Non
     if ord == 1:
         return reduce(g, "ReduceL1", x, dim, keepdim)
     absx = g.op.Abs(x)
+    absx.type, absx.shape = x.type, x.shape
     if ord == float("inf"):
         return reduce(g, "ReduceMax", absx, dim, keepdim)
     if ord == float("-inf"):
         return reduce(g, "ReduceMin", absx, dim, keepdim)
     if ord == 0:
         nonzero = g.op.Cast(g.op.Not(g.op.Equal(x, g.const(0.0, g.dtype))), to=g.dtype)
+        nonzero.type, nonzero.shape = x.type, x.shape
         return reduce(g, "ReduceSum", nonzero, dim, keepdim)
     p = g.const(float(ord), g.dtype)
-    total = reduce(g, "ReduceSum", g.op.Pow(absx, p), dim, keepdim)
+    powered = g.op.Pow(absx, p)
+    powered.type, powered.shape = x.type, x.shape
+    total = reduce(g, "ReduceSum", powered, dim, keepdim)
     return g.op.Pow(total, g.const(1.0 / float(ord), g.dtype))
