@@ -24,6 +24,7 @@ from pt2onnx.rules import (  # noqa: F401
     scatter,
     shape,
     sorting,
+    special,
     symbolic,
     torchvision,
 )
