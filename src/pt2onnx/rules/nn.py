@@ -135,8 +135,14 @@ def avg_pool3d(g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any = (), 
 
 def _adaptive(onnx_global: str, onnx_pool: str, n: int, g: RuleContext, x: ir.Value,
               output_size: Any) -> ir.Value:
+    if rank(x) == n + 1:  # unbatched: ONNX pooling wants a batch axis
+        batched = g.op.Unsqueeze(x, g.const([0]))
+        batched.type, batched.shape = x.type, ir.Shape([1, *x.shape])  # type: ignore[misc]
+        pooled = _adaptive(onnx_global, onnx_pool, n, g, batched, output_size)
+        return g.op.Squeeze(pooled, g.const([0]))
     out = _expand_param(output_size, n)
     in_shape = list(x.shape)[-n:]  # type: ignore[index]
+    out = [i if o is None else o for i, o in zip(in_shape, out, strict=True)]
     if all(o == 1 for o in out):
         return getattr(g.op, onnx_global)(x)
     if all(isinstance(i, int) and i % o == 0 for i, o in zip(in_shape, out, strict=False)):

@@ -226,6 +226,10 @@ def native_group_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None,
     out = _group_norm(g, x, weight, bias, group, eps)
     if not (g.output_used(1) or g.output_used(2)):
         return out, None, None
+    stats_shape = g.static_shape(1)
+    if _empty_batch(x) and stats_shape is not None:
+        empty = g.const(torch.zeros(stats_shape, dtype=torch_dtype(x.dtype)))
+        return out, empty, empty
     # Statistics over each (sample, group): mean and 1/sqrt(biased var + eps), shape (N, G).
     grouped = g.op.Reshape(x, g.const([0, int(group), -1]))
     two = g.const([2])

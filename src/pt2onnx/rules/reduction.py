@@ -226,6 +226,10 @@ def linalg_vector_norm(g: RuleContext, x: ir.Value, ord: Any = 2, dim: Any = Non
                        keepdim: bool = False, *, dtype: Any = None) -> ir.Value:
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
     x = g.cast(x, g.dtype)
+    if rank(x) == 0:  # a 0-d input still takes the absolute value (or the ord=0 test)
+        flat = g.op.Reshape(x, g.const([1]))
+        flat.type, flat.shape = x.type, ir.Shape([1])
+        return linalg_vector_norm(g, flat, ord, None, False)
     if ord == 2:
         return reduce(g, "ReduceL2", x, dim, keepdim)
     if ord == 1:

@@ -20,6 +20,12 @@ from pt2onnx.rules.sorting import _topk
 I64 = ir.DataType.INT64
 
 
+def _reduce(g: RuleContext, onnx_op: str, x: ir.Value, axis: int, keepdims: bool) -> ir.Value:
+    if onnx_op == "ReduceSum" or g.opset >= 18:
+        return getattr(g.op, onnx_op)(x, g.const([axis]), keepdims=int(keepdims))
+    return getattr(g.op, onnx_op)(x, axes=[axis], keepdims=int(keepdims))
+
+
 def _axis_len(g: RuleContext, x: ir.Value, axis: int) -> ir.Value:
     return g.op.Shape(x, start=axis, end=axis + 1)
 
@@ -73,9 +79,8 @@ def _median_dim(g: RuleContext, x: ir.Value, dim: int, keepdim: bool,
     if not ignore_nan and is_float(x.dtype):
         # median propagates NaN: the value is NaN and the index is that of the first NaN.
         nan = g.op.IsNaN(x)
-        has_nan = g.op.Cast(g.op.ReduceMax(g.op.Cast(nan, to=ir.DataType.INT32),
-                                           g.const([axis]), keepdims=int(keepdim)),
-                            to=ir.DataType.BOOL)
+        has_nan = g.op.Cast(_reduce(g, "ReduceMax", g.op.Cast(nan, to=ir.DataType.INT32),
+                                    axis, keepdim), to=ir.DataType.BOOL)
         first = g.op.ArgMax(g.op.Cast(nan, to=ir.DataType.INT32), axis=axis,
                             keepdims=int(keepdim))
         value = g.op.Where(has_nan, g.const(math.nan, x.dtype), value)  # type: ignore[arg-type]
@@ -140,19 +145,18 @@ def mode(g: RuleContext, x: ir.Value, dim: int = -1,
     b = g.op.Unsqueeze(x, g.const([axis]))
     counts = g.op.ReduceSum(g.op.Cast(g.op.Equal(a, b), to=I64), g.const([axis + 1]),
                             keepdims=0)
-    best = g.op.ReduceMax(counts, g.const([axis]), keepdims=1)
+    best = _reduce(g, "ReduceMax", counts, axis, True)
     # The most frequent value; ties go to the smallest value, as torch's sort-based kernel.
     assert x.dtype is not None
     big = g.const(math.inf if is_float(x.dtype) else torch.iinfo(torch_dtype(x.dtype)).max,
                   x.dtype)
-    value = g.op.ReduceMin(g.op.Where(g.op.Equal(counts, best), x, big), g.const([axis]),
-                           keepdims=1)
+    value = _reduce(g, "ReduceMin", g.op.Where(g.op.Equal(counts, best), x, big), axis, True)
     # torch returns the last index holding that value.
     n = _axis_len(g, x, axis)
     positions = g.op.Range(g.const(0), g.op.Reshape(n, g.const([], I64)), g.const(1))
     positions = g.op.Reshape(positions, g.const([-1] + [1] * (r - axis - 1)))
-    index = g.op.ReduceMax(g.op.Where(g.op.Equal(x, value), positions, g.const(-1)),
-                           g.const([axis]), keepdims=1)
+    index = _reduce(g, "ReduceMax", g.op.Where(g.op.Equal(x, value), positions, g.const(-1)),
+                    axis, True)
     if not keepdim:
         squeeze = g.const([axis])
         value, index = g.op.Squeeze(value, squeeze), g.op.Squeeze(index, squeeze)
@@ -188,6 +192,10 @@ def histc(g: RuleContext, x: ir.Value, bins: int = 100, min: Any = 0, max: Any =
 def _search(g: RuleContext, seq: ir.Value, values: ir.Value, right: bool,
             out_int32: bool, seq_rank: int = 1) -> ir.Value:
     """Insertion points of ``values`` in the last axis of ``seq``: a count of comparisons."""
+    out_type = ir.DataType.INT32 if out_int32 else I64
+    if _empty(values) or _empty(seq):  # onnxruntime's ReduceSum mis-shapes empty inputs
+        return g.op.Cast(g.op.Mul(g.op.Cast(values, to=ir.DataType.FLOAT), g.const(0.0)),
+                         to=out_type)
     # (..., K, 1) against (..., 1, M): how many boundaries lie before each value.
     v = g.op.Unsqueeze(values, g.const([-1]))
     s = g.op.Unsqueeze(seq, g.const([-2])) if seq_rank > 1 else seq
@@ -197,6 +205,10 @@ def _search(g: RuleContext, seq: ir.Value, values: ir.Value, right: bool,
         before = g.op.Or(before, g.op.IsNaN(v))
     out = g.op.ReduceSum(g.op.Cast(before, to=I64), g.const([-1]), keepdims=0)
     return g.op.Cast(out, to=ir.DataType.INT32) if out_int32 else out
+
+
+def _empty(x: ir.Value) -> bool:
+    return x.shape is not None and any(d == 0 for d in x.shape)
 
 
 def _common(g: RuleContext, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
