@@ -10,6 +10,7 @@ from pt2onnx.rules import (  # noqa: F401
     control_flow,
     core,
     creation,
+    cumulative,
     data_dependent,
     debug,
     distance,
@@ -23,6 +24,8 @@ from pt2onnx.rules import (  # noqa: F401
     scatter,
     shape,
     sorting,
+    special,
+    statistics,
     symbolic,
     torchvision,
 )

@@ -1,4 +1,5 @@
-"""Matrix products: linear, addmm, mm, bmm, matmul, baddbmm."""
+"""Matrix products (linear, addmm, mm, bmm, matmul, baddbmm, addmv, addbmm, bilinear) and
+determinants (ONNX Det)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,79 @@ def baddbmm(g: RuleContext, bias: ir.Value, a: ir.Value, b: ir.Value, *, beta: A
         return prod
     scaled = bias if beta == 1 else g.op.Mul(bias, g.const(beta, g.dtype))
     return g.op.Add(prod, scaled)
+
+
+@translation(aten.addmv.default)
+def addmv(g: RuleContext, bias: ir.Value, mat: ir.Value, vec: ir.Value, *, beta: Any = 1,
+          alpha: Any = 1) -> ir.Value:
+    """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    return baddbmm(g, bias, mat, vec, beta=beta, alpha=alpha)
+
+
+@translation(aten.addbmm.default)
+def addbmm(g: RuleContext, bias: ir.Value, a: ir.Value, b: ir.Value, *, beta: Any = 1,
+           alpha: Any = 1) -> ir.Value:
+    """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
+    prod = g.op.ReduceSum(g.op.MatMul(a, b), g.const([0]), keepdims=0)
+    if alpha != 1:
+        prod = g.op.Mul(prod, g.const(alpha, g.dtype))
+    if beta == 0:  # torch ignores self (NaN included) when beta is 0
+        return prod
+    scaled = bias if beta == 1 else g.op.Mul(bias, g.const(beta, g.dtype))
+    return g.op.Add(prod, scaled)
+
+
+@translation(aten._trilinear.default)
+def trilinear(g: RuleContext, i1: ir.Value, i2: ir.Value, i3: ir.Value, expand1: Any,
+              expand2: Any, expand3: Any, sumdim: Any, unroll_dim: int = 1) -> ir.Value:
+    """_trilinear(Tensor i1, Tensor i2, Tensor i3, int[] expand1, int[] expand2, int[] expand3, int[] sumdim, int unroll_dim=1) -> Tensor"""
+    # One Einsum: each input carries the letters of the dims it is not expanded along.
+    total = rank(i1) + len(expand1)
+    letters = "abcdefghijklmnopqrstuvwxyz"[:total]
+    terms = ["".join(c for d, c in enumerate(letters) if d not in set(expand))
+             for expand in (expand1, expand2, expand3)]
+    out = "".join(c for d, c in enumerate(letters) if d not in set(sumdim))
+    return g.op.Einsum(i1, i2, i3, equation=",".join(terms) + "->" + out)
+
+
+def _det(g: RuleContext, a: ir.Value) -> ir.Value:
+    shape = a.shape
+    if shape is not None and shape[-1] == 0:  # the determinant of a 0x0 matrix is 1
+        return g.op.Expand(g.const(1.0, a.dtype), g.op.Shape(a, start=0, end=-2))
+    return g.op.Det(a)
+
+
+@translation([aten.linalg_det.default, aten.det.default])
+def linalg_det(g: RuleContext, a: ir.Value) -> ir.Value:
+    """linalg_det(Tensor A) -> Tensor"""
+    return _det(g, a)
+
+
+@translation(aten._linalg_det.default)
+def _linalg_det(g: RuleContext, a: ir.Value) -> tuple[Any, ...]:
+    """_linalg_det(Tensor A) -> (Tensor result, Tensor LU, Tensor pivots)"""
+    if g.output_used(1) or g.output_used(2):
+        raise NotImplementedError("_linalg_det's LU and pivots outputs (ONNX Det gives only det)")
+    return _det(g, a), None, None
+
+
+@translation(aten._linalg_slogdet.default)
+def _linalg_slogdet(g: RuleContext, a: ir.Value) -> tuple[Any, ...]:
+    """_linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet, Tensor LU, Tensor pivots)"""
+    if g.output_used(2) or g.output_used(3):
+        raise NotImplementedError("_linalg_slogdet's LU and pivots outputs")
+    det = _det(g, a)
+    return g.op.Sign(det), g.op.Log(g.op.Abs(det)), None, None
+
+
+@translation([aten.linalg_slogdet.default, aten.slogdet.default])
+def linalg_slogdet(g: RuleContext, a: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet)"""
+    det = _det(g, a)
+    return g.op.Sign(det), g.op.Log(g.op.Abs(det))
+
+
+@translation(aten.logdet.default)
+def logdet(g: RuleContext, a: ir.Value) -> ir.Value:
+    """logdet(Tensor self) -> Tensor"""
+    return g.op.Log(_det(g, a))  # NaN for a negative determinant, -inf for zero, as torch

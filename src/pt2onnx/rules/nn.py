@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 
-from pt2onnx._builder import RuleContext
+import torch
+
+from pt2onnx._builder import RuleContext, torch_dtype
 from pt2onnx._registry import translation
 from pt2onnx.rules._common import aten, rank
 
@@ -80,9 +83,29 @@ def _avg_pool(n: int, g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any
               padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
               divisor_override: Any = None) -> ir.Value:
     if divisor_override is not None:
-        raise NotImplementedError("avg_pool with divisor_override")
+        return _sum_pool(n, g, x, kernel_size, stride, padding, divisor_override)
     attrs = _pool_attrs(n, kernel_size, stride, padding, ceil_mode)
     return g.op.AveragePool(x, count_include_pad=int(bool(count_include_pad)), **attrs)
+
+
+def _sum_pool(n: int, g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any,
+              padding: Any, divisor: int) -> ir.Value:
+    """Window sums (a Conv with a ones kernel on one channel) divided by ``divisor``."""
+    out_shape = g.static_shape()
+    if out_shape is None or x.shape is None or not all(type(d) is int for d in x.shape):
+        raise NotImplementedError("avg_pool with divisor_override needs static shapes")
+    kernel = _expand_param(kernel_size, n)
+    strides = _expand_param(stride, n) if stride else kernel
+    pads = _expand_param(padding, n)
+    in_sizes, out_sizes = list(x.shape)[-n:], list(out_shape)[-n:]
+    # ceil_mode is folded into extra end padding, so that the Conv yields torch's output size.
+    end = [max(p, (o - 1) * s + k - i - p)
+           for i, o, k, s, p in zip(in_sizes, out_sizes, kernel, strides, pads, strict=True)]
+    planes = g.op.Reshape(x, g.const([-1, 1] + in_sizes))
+    ones = g.const(torch.ones([1, 1] + kernel, dtype=torch_dtype(g.dtype)))
+    sums = g.op.Conv(planes, ones, kernel_shape=kernel, strides=strides, pads=pads + end)
+    sums = g.op.Reshape(sums, g.const(list(out_shape)))
+    return g.op.Div(sums, g.const(float(divisor), g.dtype))
 
 
 @translation(aten.avg_pool2d.default)
@@ -112,16 +135,113 @@ def avg_pool3d(g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any = (), 
 
 def _adaptive(onnx_global: str, onnx_pool: str, n: int, g: RuleContext, x: ir.Value,
               output_size: Any) -> ir.Value:
+    if rank(x) == n + 1:  # unbatched: ONNX pooling wants a batch axis
+        batched = g.op.Unsqueeze(x, g.const([0]))
+        batched.type, batched.shape = x.type, ir.Shape([1, *x.shape])  # type: ignore[misc]
+        pooled = _adaptive(onnx_global, onnx_pool, n, g, batched, output_size)
+        return g.op.Squeeze(pooled, g.const([0]))
     out = _expand_param(output_size, n)
     in_shape = list(x.shape)[-n:]  # type: ignore[index]
+    out = [i if o is None else o for i, o in zip(in_shape, out, strict=True)]
     if all(o == 1 for o in out):
         return getattr(g.op, onnx_global)(x)
     if all(isinstance(i, int) and i % o == 0 for i, o in zip(in_shape, out, strict=False)):
         k = [i // o for i, o in zip(in_shape, out, strict=False)]
         return getattr(g.op, onnx_pool)(x, kernel_shape=k, strides=k)
-    raise NotImplementedError(
-        f"adaptive pooling from {in_shape} to {out}: the input size is not a multiple of the output"
-    )
+    if not all(isinstance(i, int) for i in in_shape):
+        raise NotImplementedError(
+            f"adaptive pooling from {in_shape} to {out}: the input size is not a multiple of "
+            "the output and is not static"
+        )
+    # Windows are rectangles, so pooling one spatial axis at a time is exact.
+    r = rank(x)
+    for axis, (size, o) in enumerate(zip(in_shape, out, strict=True), start=r - n):
+        x = _adaptive_axis(g, x, r, axis, size, o, onnx_pool == "MaxPool")
+    return x
+
+
+def _adaptive_windows(size: int, out: int) -> tuple[list[list[int]], list[list[bool]]]:
+    """torch's adaptive windows [floor(i*size/out), ceil((i+1)*size/out)), padded to one length
+    by repeating the last index; the mask marks the real entries."""
+    bounds = [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+    width = max(b - a for a, b in bounds)
+    index = [[min(a + j, b - 1) for j in range(width)] for a, b in bounds]
+    mask = [[a + j < b for j in range(width)] for a, b in bounds]
+    return index, mask
+
+
+def _adaptive_axis(g: RuleContext, x: ir.Value, r: int, axis: int, size: int, out: int,
+                   is_max: bool) -> ir.Value:
+    index, mask = _adaptive_windows(size, out)
+    windows = g.op.Gather(x, g.const(index), axis=axis)  # (..., out, width, ...)
+    if is_max:
+        return _reduce(g, "ReduceMax", windows, axis + 1)
+    if not all(all(row) for row in mask):
+        windows = g.op.Where(g.const(_trailing(mask, r - axis - 1)), windows,
+                             g.const(0.0, g.dtype))
+    counts = [[float(sum(row))] for row in mask]
+    total = _reduce(g, "ReduceSum", windows, axis + 1)
+    return g.op.Div(total, g.const(_trailing(counts, r - axis - 2), g.dtype))
+
+
+def _trailing(rows: list[Any], n: int) -> Any:
+    """A nested list with ``n`` trailing size-1 axes, to broadcast against (..., out, width, ...)."""
+    arr = np.asarray(rows)
+    return arr.reshape(arr.shape + (1,) * max(n, 0)) if n >= 0 else arr.reshape(-1)
+
+
+def _reduce(g: RuleContext, onnx_op: str, x: ir.Value, axis: int) -> ir.Value:
+    if onnx_op == "ReduceSum" or g.opset >= 18:
+        return getattr(g.op, onnx_op)(x, g.const([axis]), keepdims=0)
+    return getattr(g.op, onnx_op)(x, axes=[axis], keepdims=0)
+
+
+def _adaptive_max(n: int, g: RuleContext, x: ir.Value, output_size: Any) -> Any:
+    if not g.output_used(1):
+        return _adaptive("GlobalMaxPool", "MaxPool", n, g, x, output_size), None
+    out = _expand_param(output_size, n)
+    in_shape = list(x.shape)[-n:]  # type: ignore[index]
+    if not all(isinstance(i, int) for i in in_shape):
+        raise NotImplementedError("adaptive_max_pool indices need a static input size")
+    # One axis at a time, last first: the first maximum in each window's row-major order.
+    r = rank(x)
+    values, flat, inner = x, None, 1
+    for axis in reversed(range(r - n, r)):
+        size, o = in_shape[axis - r + n], out[axis - r + n]
+        index, _ = _adaptive_windows(size, o)
+        starts = g.const(_trailing([row[0] for row in index], r - axis - 1))
+        windows = g.op.Gather(values, g.const(index), axis=axis)
+        pick = g.op.ArgMax(windows, axis=axis + 1, keepdims=1)
+        values = g.op.Squeeze(g.op.GatherElements(windows, pick, axis=axis + 1),
+                              g.const([axis + 1]))
+        pos = g.op.Add(g.op.Squeeze(pick, g.const([axis + 1])), starts)
+        if flat is None:
+            flat = pos
+        else:
+            chosen = g.op.GatherElements(g.op.Gather(flat, g.const(index), axis=axis), pick,
+                                         axis=axis + 1)
+            flat = g.op.Add(g.op.Mul(pos, g.const(inner)),
+                            g.op.Squeeze(chosen, g.const([axis + 1])))
+        inner *= size
+    return values, flat
+
+
+@translation(aten.adaptive_max_pool2d.default)
+def adaptive_max_pool2d(g: RuleContext, x: ir.Value, output_size: Any) -> Any:
+    """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
+    return _adaptive_max(2, g, x, output_size)
+
+
+@translation(aten.adaptive_max_pool3d.default)
+def adaptive_max_pool3d(g: RuleContext, x: ir.Value, output_size: Any) -> Any:
+    """adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
+    return _adaptive_max(3, g, x, output_size)
+
+
+@translation(aten.adaptive_max_pool1d.default)
+def adaptive_max_pool1d(g: RuleContext, x: ir.Value, output_size: Any) -> Any:
+    """adaptive_max_pool1d(Tensor self, int[1] output_size) -> (Tensor, Tensor)"""
+    return _adaptive_max(1, g, x, output_size)
 
 
 @translation(aten._adaptive_avg_pool2d.default)

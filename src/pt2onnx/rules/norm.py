@@ -223,9 +223,24 @@ def native_group_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None,
                       bias: ir.Value | None, n: Any, c: Any, hxw: Any, group: int,
                       eps: float) -> tuple[Any, ...]:
     """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)"""
-    if g.output_used(1) or g.output_used(2):
-        raise NotImplementedError("native_group_norm statistics outputs")
-    return _group_norm(g, x, weight, bias, group, eps), None, None
+    out = _group_norm(g, x, weight, bias, group, eps)
+    if not (g.output_used(1) or g.output_used(2)):
+        return out, None, None
+    stats_shape = g.static_shape(1)
+    if _empty_batch(x) and stats_shape is not None:
+        empty = g.const(torch.zeros(stats_shape, dtype=torch_dtype(x.dtype)))
+        return out, empty, empty
+    # Statistics over each (sample, group): mean and 1/sqrt(biased var + eps), shape (N, G).
+    grouped = g.op.Reshape(x, g.const([0, int(group), -1]))
+    two = g.const([2])
+    mean = g.op.ReduceMean(grouped, two, keepdims=1) if g.opset >= 18 else g.op.ReduceMean(
+        grouped, axes=[2], keepdims=1)
+    centered = g.op.Sub(grouped, mean)
+    sq = g.op.Mul(centered, centered)
+    var = g.op.ReduceMean(sq, two, keepdims=0) if g.opset >= 18 else g.op.ReduceMean(
+        sq, axes=[2], keepdims=0)
+    rstd = g.op.Reciprocal(g.op.Sqrt(g.op.Add(var, g.const(float(eps), x.dtype))))
+    return out, g.op.Squeeze(mean, two), rstd
 
 
 @translation(aten.instance_norm.default)

@@ -147,6 +147,22 @@ def std(g: RuleContext, x: ir.Value, dim: Any = None, *, correction: Any = None,
     return g.op.Sqrt(_var(g, x, dim, correction, keepdim))
 
 
+@translation(aten.var_mean.correction)
+def var_mean(g: RuleContext, x: ir.Value, dim: Any = None, *, correction: Any = None,
+             keepdim: bool = False) -> tuple[ir.Value, ir.Value]:
+    """var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    variance = _var(g, x, dim, correction, keepdim)
+    return variance, reduce(g, "ReduceMean", g.cast(x, g.dtype), dim, keepdim)
+
+
+@translation(aten.std_mean.correction)
+def std_mean(g: RuleContext, x: ir.Value, dim: Any = None, *, correction: Any = None,
+             keepdim: bool = False) -> tuple[ir.Value, ir.Value]:
+    """std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)"""
+    variance, mean = var_mean(g, x, dim, correction=correction, keepdim=keepdim)
+    return g.op.Sqrt(variance), mean
+
+
 def _any_all(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None,
              keepdim: bool = False) -> ir.Value:
     as_int = g.op.Cast(g.op.Cast(x, to=ir.DataType.BOOL), to=ir.DataType.INT32)
@@ -210,18 +226,26 @@ def linalg_vector_norm(g: RuleContext, x: ir.Value, ord: Any = 2, dim: Any = Non
                        keepdim: bool = False, *, dtype: Any = None) -> ir.Value:
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
     x = g.cast(x, g.dtype)
+    if rank(x) == 0:  # a 0-d input still takes the absolute value (or the ord=0 test)
+        flat = g.op.Reshape(x, g.const([1]))
+        flat.type, flat.shape = x.type, ir.Shape([1])
+        return linalg_vector_norm(g, flat, ord, None, False)
     if ord == 2:
         return reduce(g, "ReduceL2", x, dim, keepdim)
     if ord == 1:
         return reduce(g, "ReduceL1", x, dim, keepdim)
     absx = g.op.Abs(x)
+    absx.type, absx.shape = x.type, x.shape
     if ord == float("inf"):
         return reduce(g, "ReduceMax", absx, dim, keepdim)
     if ord == float("-inf"):
         return reduce(g, "ReduceMin", absx, dim, keepdim)
     if ord == 0:
         nonzero = g.op.Cast(g.op.Not(g.op.Equal(x, g.const(0.0, g.dtype))), to=g.dtype)
+        nonzero.type, nonzero.shape = x.type, x.shape
         return reduce(g, "ReduceSum", nonzero, dim, keepdim)
     p = g.const(float(ord), g.dtype)
-    total = reduce(g, "ReduceSum", g.op.Pow(absx, p), dim, keepdim)
+    powered = g.op.Pow(absx, p)
+    powered.type, powered.shape = x.type, x.shape
+    total = reduce(g, "ReduceSum", powered, dim, keepdim)
     return g.op.Pow(total, g.const(1.0 / float(ord), g.dtype))
