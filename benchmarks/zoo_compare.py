@@ -7,7 +7,12 @@ files in onnxruntime and compares every tensor output with eager PyTorch
 exporter and, per model, the ratios pt2onnx / torch.onnx of export time,
 node count and onnxruntime latency (1 thread, median of 5).
 
-    python benchmarks/zoo_compare.py [--family hf timm torchvision] [-k llama]
+    python benchmarks/zoo_compare.py [--family hf timm torchvision] [-k llama] [--dynamic]
+
+With --dynamic, each model is exported once from a batch-1 example with a dynamic
+batch (and sequence, for text), by both exporters with the same dynamic_axes and
+input names, and both files are run at batch 1 and again at batch 3; a file that
+exports but fails at batch 3 is counted as a wrong file.
 
 This is a benchmark, not a test.
 """
@@ -128,21 +133,113 @@ def _one(exporter: str, factory: Any, tmp: Path) -> dict[str, Any]:
     return {"ok": ok, "export_s": seconds, "nodes": nodes, "latency": latency}
 
 
+def _dynamic_cases(families: list[str]) -> list[tuple[str, Any]]:
+    """(name, factory) pairs; factory() -> (model, inputs(batch) -> (args, kwargs), axes)."""
+    out: list[tuple[str, Any]] = []
+    if "hf" in families:
+        import test_hf_zoo as hf
+
+        for case in hf.CASES:
+            def make(case: Any = case) -> Any:
+                model = hf.build(case)
+                return (model, lambda b: ((), hf.make_inputs(case, model, batch=b)),
+                        hf.DYNAMIC_AXES[case.inputs])
+            out.append((f"hf/{case.name}", make))
+    if "timm" in families:
+        try:
+            import test_timm_zoo as tz
+        except Exception as exc:
+            print(f"skipping timm: {type(exc).__name__}: {str(exc)[:120]}")
+        else:
+            for case in tz.CASES:
+                def make_timm(case: Any = case) -> Any:
+                    import torch
+
+                    model = tz.timm.create_model(case.name, pretrained=False, **case.kwargs)
+                    return (model.eval(), lambda b: ((torch.randn(b, 3, case.size, case.size),), {}),
+                            {"x": {0: "batch"}})
+                out.append((f"timm/{case.name}", make_timm))
+    if "torchvision" in families:
+        try:
+            import test_torchvision as tv
+        except Exception as exc:
+            print(f"skipping torchvision: {type(exc).__name__}: {str(exc)[:120]}")
+        else:
+            for case in tv.CASES.values():
+                def make_tv(case: Any = case) -> Any:
+                    import torch
+
+                    model = tv.torchvision.models.get_model(case.name, weights=None,
+                                                            **case.kwargs).eval()
+                    return (model, lambda b: (tuple(torch.randn((b, *case.shape[1:]))
+                                                    for _ in range(case.inputs)),
+                                              dict(case.forward_kwargs)),
+                            {f"x{i}": {0: "batch"} for i in range(case.inputs)})
+                out.append((f"torchvision/{case.name}", make_tv))
+    return out
+
+
+def _one_dynamic(exporter: str, factory: Any, tmp: Path) -> dict[str, Any]:
+    """Exported from batch 1 with dynamic axes; ok only if it matches at batch 1 and 3."""
+    import onnxruntime as ort
+    import torch
+
+    from pt2onnx._dynamic import bound_inputs, tensor_leaves
+    from pt2onnx.verify import compare, flatten_tensors, to_numpy
+
+    torch.manual_seed(0)
+    model, inputs, axes = factory()
+    args, kwargs = inputs(1)
+    names = [n for n, _ in tensor_leaves(bound_inputs(model, args, kwargs))]
+    if all(k.startswith("x") and k[1:].isdigit() for k in axes):  # positional inputs
+        names = [f"x{i}" for i in range(len(names))]
+    path = tmp / f"{exporter}.onnx"
+    start = time.perf_counter()
+    if exporter == "pt2onnx":
+        import pt2onnx
+
+        pt2onnx.export(model, args, path, kwargs=kwargs, input_names=names, dynamic_axes=axes)
+    else:
+        torch.onnx.export(model, args, str(path), kwargs=kwargs, input_names=names,
+                          dynamic_axes=axes, dynamo=True)
+    seconds = time.perf_counter() - start
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for batch in (1, 3):
+        torch.manual_seed(batch)
+        args, kwargs = inputs(batch)
+        feeds = [to_numpy(t).copy() for t in flatten_tensors((args, kwargs))]
+        with torch.no_grad():
+            expected = flatten_tensors(model(*args, **kwargs))
+        try:
+            got = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds)))
+        except Exception as exc:
+            return {"ok": False, "wrong_file": True, "export_s": seconds,
+                    "error": f"at batch {batch}: {str(exc)[:120]}"}
+        if not compare([f"out{i}" for i in range(len(got))], expected, got).ok:
+            return {"ok": False, "wrong_file": True, "export_s": seconds,
+                    "error": f"mismatch at batch {batch}"}
+    return {"ok": True, "export_s": seconds}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", nargs="*", default=["hf", "timm", "torchvision"])
     parser.add_argument("-k", default="", help="only cases whose name contains this")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="batch-1 examples with dynamic axes, run again at batch 3")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     results: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, factory in _cases(args.family):
+    cases = _dynamic_cases(args.family) if args.dynamic else _cases(args.family)
+    run = _one_dynamic if args.dynamic else _one
+    for name, factory in cases:
         if args.k not in name:
             continue
         results[name] = {}
         for exporter in ("torch.onnx", "pt2onnx"):
             with tempfile.TemporaryDirectory() as tmp:
                 try:
-                    r = _one(exporter, factory, Path(tmp))
+                    r = run(exporter, factory, Path(tmp))
                 except Exception as exc:
                     last = traceback.format_exception_only(type(exc), exc)[-1].strip()
                     r = {"ok": False, "error": last[:160]}
@@ -152,6 +249,16 @@ def main() -> int:
               f"torch.onnx {'pass' if theirs['ok'] else 'FAIL'}"
               + "".join(f" [{k}: {r['error']}]" for k, r in results[name].items() if "error" in r),
               flush=True)
+    if args.dynamic:
+        n = len(results)
+        for e in ("pt2onnx", "torch.onnx"):
+            ok = sum(r[e]["ok"] for r in results.values())
+            wrong = sum(bool(r[e].get("wrong_file")) for r in results.values())
+            print(f"{e}: {ok}/{n} pass at batch 1 and 3; {wrong} wrote a file that fails at "
+                  "batch 1 or 3")
+        behind = [k for k, r in results.items() if r["torch.onnx"]["ok"] and not r["pt2onnx"]["ok"]]
+        print(f"torch.onnx passes, pt2onnx does not: {behind or 'none'}")
+        return 0
     _summary(results)
     return 0
 
