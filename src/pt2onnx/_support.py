@@ -76,7 +76,9 @@ def support_matrix() -> list[dict[str, Any]]:
     for op in KEEP:
         ops.setdefault(op_name(op), op)
     for op in REGISTRY.ops():
-        if isinstance(op, torch._ops.OpOverload):
+        # ATen and prims only: third-party rules (torchvision's, registered once it is
+        # imported) and rules users add would make the page depend on what was imported.
+        if isinstance(op, torch._ops.OpOverload) and op.namespace in ("aten", "prims"):
             ops.setdefault(op_name(op), op)
     rows = []
     for name in sorted(ops):
