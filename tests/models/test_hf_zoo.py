@@ -40,6 +40,7 @@ class Case:
     inputs: str = "text"  # text | decoder | seq2seq | whisper | image | audio
     xfail: str | None = None
     xfail_cache: str | None = None
+    xfail_dynamic: str | None = None
 
 
 ENCODERS = [
@@ -51,7 +52,9 @@ ENCODERS = [
     Case("electra", "ElectraConfig", "ElectraModel", dict(TEXT, embedding_size=16)),
     Case("deberta", "DebertaConfig", "DebertaModel",
          dict(TEXT, relative_attention=True, pos_att_type=["c2p", "p2c"],
-              max_relative_positions=16)),
+              max_relative_positions=16),
+         xfail_dynamic="torch.export cannot express the relative-position guards on a dynamic "
+                       "sequence, even after applying its own suggested fix (seq <= 64)"),
     Case("deberta_v2", "DebertaV2Config", "DebertaV2Model",
          dict(TEXT, relative_attention=True, pos_att_type=["c2p", "p2c"], position_buckets=8,
               max_relative_positions=16)),
@@ -166,10 +169,11 @@ DYNAMIC_AXES: dict[str, dict[str, Any]] = {
 }
 
 
-def _params(cases: list[Case], cache: bool = False) -> list[Any]:
+def _params(cases: list[Case], cache: bool = False, dynamic: bool = False) -> list[Any]:
     params = []
     for case in cases:
         reason = case.xfail_cache if cache else case.xfail
+        reason = case.xfail_dynamic if dynamic else reason
         marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
         params.append(pytest.param(case, id=case.name, marks=marks))
     return params
@@ -194,7 +198,7 @@ def test_hf_zoo_use_cache(case: Case, tmp_path) -> None:
     assert names[1] == "past_key_values_key_0" and names[-1] == f"past_key_values_value_{layers - 1}"
 
 
-@pytest.mark.parametrize("case", _params(CASES))
+@pytest.mark.parametrize("case", _params(CASES, dynamic=True))
 def test_hf_zoo_dynamic(case: Case, tmp_path) -> None:
     """A batch-1 example with dynamic batch (and sequence): one export runs at other sizes."""
     model = build(case)
