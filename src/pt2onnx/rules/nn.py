@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
-
 import torch
 
 from pt2onnx._builder import RuleContext, torch_dtype
