@@ -13,7 +13,7 @@ TV_PIP := $(TV_PY) -m pip --disable-pip-version-check -q
 TV_STAMP := $(TV_VENV)/.installed
 TV_CONSTRAINTS ?= constraints-2.14.txt
 
-.PHONY: venv venv-tv demo test test-2.14 test-opinfo test-models test-models-ci test-all bench bench-zoo bench-meta lint typecheck docs clean
+.PHONY: venv venv-tv demo test test-2.14 test-opinfo test-models test-models-ci test-all bench bench-zoo bench-meta lint typecheck docs clean test-torch
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,16 @@ test-2.14: $(TV_STAMP)
 MODELS_CI ?= resnet18 or mobilenet_v2 or swin_t or bert or llama or whisper or fasterrcnn_mobilenet_v3_large_320_fpn or nms or roi_align
 test-models-ci: $(TV_STAMP)
 	$(TV_PY) -m pytest -q -n 2 -m "models and not slow" tests/models -k "$(MODELS_CI)"
+
+# The fast tier on any torch release, in a venv of its own that tools/mkvenv.sh builds
+# (or reuses) from the constraints file pinning that release: make test-torch VERSION=2.15.0
+VERSION ?=
+EXTRAS ?= dev
+FAST := -m "not models and not slow" tests
+test-torch:
+	@test -n "$(VERSION)" || { echo "usage: make test-torch VERSION=X.Y.Z" >&2; exit 2; }
+	venv=$$(tools/mkvenv.sh $(VERSION) $(EXTRAS)) && \
+	PYTHONPATH=$(CURDIR)/src $$venv/bin/python -m pytest -q -n 2 $(FAST)
 
 # Benchmarks print ratios against torch.onnx.export(dynamo=True); they never pass or fail on time.
 bench: $(STAMP)

@@ -14,10 +14,10 @@ TORCH_VERSION: tuple[int, int] = tuple(  # type: ignore[assignment]
 # The combinations CI runs (docs/compatibility.md says the same); `pt2onnx doctor`
 # compares the installed versions with these, by major.minor(.patch) prefix.
 TESTED: dict[str, tuple[str, ...]] = {
-    "torch": ("2.13.0", "2.14.1"),
+    "torch": ("2.12.1", "2.13.0", "2.14.1", "2.15.0"),
     "onnx": ("1.23",),
     "onnx-ir": ("1.1",),
-    "onnxruntime": ("1.31",),
+    "onnxruntime": ("1.31.1", "1.32.0"),
     "python": ("3.11",),
 }
 
@@ -57,7 +57,7 @@ def export(
 def default_decompositions() -> dict[Any, Any]:
     """The core-ATen decomposition table as a mutable mapping."""
     if hasattr(torch.export, "default_decompositions"):
-        return torch.export.default_decompositions()  # type: ignore[return-value]
+        return torch.export.default_decompositions()  # type: ignore[return-value, unused-ignore]
     from torch._decomp import core_aten_decompositions
 
     return dict(core_aten_decompositions())
