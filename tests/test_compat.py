@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from pt2onnx import _compat
 
@@ -23,7 +24,7 @@ def test_only_compat_reads_the_torch_version():
 
 
 def test_torch_version_is_parsed():
-    assert _compat.TORCH_VERSION >= (2, 13)
+    assert _compat.TORCH_VERSION >= (2, 12)
     major, minor = _compat.TORCH_VERSION
     assert _compat.TORCH_VERSION_STRING.startswith(f"{major}.{minor}.")
 
@@ -34,9 +35,14 @@ def test_torch_version_is_parsed():
         ("torch", "2.13.0+cpu", True),
         ("torch", "2.14.1+cu130", True),
         ("torch", "2.14.0", False),
+        ("torch", "2.12.1", True),
+        ("torch", "2.15.0+cu132", True),
+        ("torch", "2.16.0", False),
         ("onnx-ir", "1.1.3", True),
         ("onnx-ir", "1.10.0", False),
         ("onnxruntime", "1.31.1", True),
+        ("onnxruntime", "1.32.0", True),
+        ("onnxruntime", "1.31.0", False),
         ("pt2onnx", "0.1.0", None),
     ],
 )
@@ -60,11 +66,96 @@ def test_docs_state_the_tested_set():
             assert version in row, f"docs/compatibility.md does not list {name} {version}"
 
 
-def test_ci_runs_every_tested_torch():
+@pytest.mark.parametrize(
+    ("name", "version", "nearest"),
+    [
+        ("torch", "2.16.0", "2.15.0"),
+        ("torch", "3.0.0", "2.15.0"),
+        ("torch", "2.14.0", "2.14.1"),
+        ("torch", "2.13.5+cpu", "2.13.0"),
+        ("torch", "2.11.0", "2.12.1"),
+        ("onnxruntime", "1.33.0", "1.32.0"),
+        ("onnxruntime", "not installed", None),
+        ("pt2onnx", "0.1.0", None),
+    ],
+)
+def test_nearest_tested(name, version, nearest):
+    assert _compat.nearest_tested(name, version) == nearest
+
+
+def test_doctor_names_the_nearest_tested_release_and_what_to_run(monkeypatch, capsys):
+    from pt2onnx import cli, report
+
+    found = {"pt2onnx": "0.1.0", "torch": "2.16.0+cu132", "onnx": "1.23.2",
+             "onnx-ir": "1.1.0", "onnxruntime": "1.33.0", "python": "3.11.7"}
+    monkeypatch.setattr(report, "versions", lambda: found)
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "not tested; nearest tested 2.15.0" in out
+    assert "not tested; nearest tested 1.32.0" in out
+    assert "make test-torch VERSION=2.16.0" in out
+
+
+def test_ci_runs_every_tested_version():
+    """Each tested torch is pinned by a constraints file and has a leg in .ci/run."""
     makefile = (ROOT / "Makefile").read_text()
-    constraints = {p.name: p.read_text() for p in ROOT.glob("constraints*.txt")}
-    for version in _compat.TESTED["torch"]:
-        assert any(f"torch=={version}" in text for text in constraints.values()), version
-    assert "test-2.14:" in makefile
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "make test\n" in ci and "make test-2.14" in ci
+    constraints = {p.name: p.read_text().splitlines() for p in ROOT.glob("constraints*.txt")}
+    assert "make test\n" in ci, "CI must run the README's command first"
+    for version in _compat.TESTED["torch"]:
+        assert any(f"torch=={version}" in lines for lines in constraints.values()), version
+        assert (
+            f"torch=={version}" in constraints["constraints.txt"]  # make test
+            or f"make test-torch VERSION={version}" in ci
+            or (f"TV_VERSION ?= {version}" in makefile and "make test-2.14" in ci)
+        ), f"no CI leg runs torch {version}"
+    for version in _compat.TESTED["onnxruntime"]:
+        assert any(f"onnxruntime=={version}" in lines for lines in constraints.values()), version
+    assert "make typecheck" in ci or "typecheck" in ci
+
+
+# Each _compat branch, run on the torch that takes it.
+
+@pytest.mark.skipif(_compat.TORCH_VERSION >= (2, 13), reason="torch 2.12 only")
+def test_torch_2_12_keeps_undischarged_guards_as_runtime_asserts(tmp_path, monkeypatch):
+    """2.12 adds a parity guard on a CNN's image size; 2.13+ never emits it."""
+    import onnx_ir as ir
+    from torch.export import Dim
+
+    import pt2onnx
+    from pt2onnx.errors import CaptureError
+    from pt2onnx.examples import tiny_resnet
+
+    assert _compat._EXPORT_OPTIONS == {"prefer_deferred_runtime_asserts_over_guards": True}
+    model, (x,) = tiny_resnet()
+    shapes = {"x": {2: Dim("height", min=16, max=512)}}
+    prog = pt2onnx.export(model, (x,), tmp_path / "cnn.onnx", dynamic_shapes=shapes)
+    height = prog.model.graph.inputs[0].shape[2]
+    assert isinstance(height, ir.SymbolicDim) and height.value == "height"
+    assert prog.verify(torch.randn(*x.shape[:2], 24, x.shape[3])).ok
+    monkeypatch.setattr(_compat, "_EXPORT_OPTIONS", {})  # without the branch, export fails
+    with pytest.raises(CaptureError, match="height"):
+        pt2onnx.export(model, (x,), dynamic_shapes=shapes)
+
+
+@pytest.mark.skipif(_compat.TORCH_VERSION < (2, 13), reason="torch 2.13+")
+def test_torch_2_13_and_later_export_with_default_options():
+    assert _compat._EXPORT_OPTIONS == {}
+    assert _compat.META_DEVICE_EXPORT
+
+
+@pytest.mark.skipif(_compat.META_DEVICE_EXPORT, reason="torch 2.12 only")
+def test_torch_2_12_refuses_meta_device_export_with_the_reason():
+    import pt2onnx
+    from pt2onnx.errors import CaptureError
+
+    model = torch.nn.Linear(4, 2, device="meta")
+    with pytest.raises(CaptureError, match="meta device needs torch 2.13 or later"):
+        pt2onnx.export(model, (torch.randn(1, 4),))
+
+
+def test_default_decompositions_is_a_mutable_table():
+    table = _compat.default_decompositions()
+    op = torch.ops.aten.gelu.default
+    table.pop(op, None)
+    assert op not in table

@@ -11,9 +11,13 @@ import pytest
 import torch
 
 import pt2onnx
+from pt2onnx import _compat
 from pt2onnx._weights import write_safetensors
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+pytestmark = pytest.mark.skipif(
+    not _compat.META_DEVICE_EXPORT, reason="export from the meta device needs torch 2.13+"
+)
 
 
 @contextlib.contextmanager

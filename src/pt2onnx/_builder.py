@@ -78,7 +78,7 @@ def _attr(name: str, value: Any) -> ir.Attr:
     if isinstance(value, ir.Graph):
         return ir.AttrGraph(name, value)
     if isinstance(value, (ir.Tensor, ir.TensorProtocol)):
-        return ir.AttrTensor(name, value)  # type: ignore[arg-type]
+        return ir.AttrTensor(name, value)
     if isinstance(value, (list, tuple)):
         if all(isinstance(v, (bool, int)) for v in value):
             return ir.AttrInt64s(name, [int(v) for v in value])
@@ -100,7 +100,7 @@ class _OpNamespace:
         self._ctx = ctx
 
     def __getattr__(self, op_type: str) -> Any:
-        def make(*inputs: ir.Value | None, _outputs: int = 1, _domain: str = "", **attrs: Any):
+        def make(*inputs: ir.Value | None, _outputs: int = 1, _domain: str = "", **attrs: Any) -> Any:
             return self._ctx.add_node(op_type, inputs, attrs, _outputs, _domain)
 
         make.__name__ = op_type

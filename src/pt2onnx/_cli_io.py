@@ -91,7 +91,7 @@ def _as_tuple(value: Any) -> tuple[Any, ...]:
 
 def load_model_and_inputs(args: Any) -> tuple[Any, tuple[Any, ...], list[str]]:
     """The model, its example inputs and the input names from the command line."""
-    made = load_object(args.model)
+    made: Any = load_object(args.model)
     # Seeded, so that export and verify, run separately, build the same random weights.
     torch.manual_seed(0)
     made = made() if callable(made) and not isinstance(made, torch.nn.Module) else made

@@ -14,12 +14,28 @@ TORCH_VERSION: tuple[int, int] = tuple(  # type: ignore[assignment]
 # The combinations CI runs (docs/compatibility.md says the same); `pt2onnx doctor`
 # compares the installed versions with these, by major.minor(.patch) prefix.
 TESTED: dict[str, tuple[str, ...]] = {
-    "torch": ("2.13.0", "2.14.1"),
+    "torch": ("2.12.1", "2.13.0", "2.14.1", "2.15.0"),
     "onnx": ("1.23",),
     "onnx-ir": ("1.1",),
-    "onnxruntime": ("1.31",),
+    "onnxruntime": ("1.31.1", "1.32.0"),
     "python": ("3.11",),
 }
+
+
+# torch 2.12 emits guards on declared-dynamic dims that 2.13 and later prove or never
+# emit (a parity guard on a CNN's image size, min(8*s, 16*s) == 8*s in a llama), and
+# torch.export refuses those dims. Kept as runtime asserts instead, the dims stay
+# dynamic, as they are on 2.13+.
+_EXPORT_OPTIONS: dict[str, Any] = (
+    {"prefer_deferred_runtime_asserts_over_guards": True} if TORCH_VERSION < (2, 13) else {}
+)
+
+
+# torch 2.12's FakeTensor device propagation refuses a meta parameter beside a CPU
+# input ("Unhandled FakeTensor Device Propagation for aten.embedding.default, found two
+# different devices meta, cpu"); 2.13 and later accept it. So export from the meta
+# device (weights=...) needs torch 2.13 or later (docs/compatibility.md).
+META_DEVICE_EXPORT: bool = TORCH_VERSION >= (2, 13)
 
 
 def export(
@@ -37,11 +53,20 @@ def export(
     import io
     import sys
 
+    if not META_DEVICE_EXPORT and any(
+        t.is_meta for t in (*model.parameters(), *model.buffers())
+    ):
+        raise RuntimeError(
+            f"exporting a model on the meta device needs torch 2.13 or later; torch "
+            f"{TORCH_VERSION_STRING} cannot run meta weights beside real inputs. Upgrade "
+            "torch, or load the weights and export the model from the CPU"
+        )
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stderr(buffer):
             return torch.export.export(
-                model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict
+                model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
+                **_EXPORT_OPTIONS,
             )
     except BaseException as exc:
         partial = getattr(exc, "partial_fx_graph", None)
@@ -57,7 +82,7 @@ def export(
 def default_decompositions() -> dict[Any, Any]:
     """The core-ATen decomposition table as a mutable mapping."""
     if hasattr(torch.export, "default_decompositions"):
-        return torch.export.default_decompositions()  # type: ignore[return-value]
+        return torch.export.default_decompositions()  # type: ignore[return-value, unused-ignore]
     from torch._decomp import core_aten_decompositions
 
     return dict(core_aten_decompositions())
@@ -129,6 +154,37 @@ def is_tested(name: str, version: str) -> bool | None:
         return None
     parts = version.split("+")[0].split(".")
     return any(parts[: len(t.split("."))] == t.split(".") for t in tested)
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(p) for p in version.split("+")[0].split("."))
+    except ValueError:
+        return None
+
+
+def nearest_tested(name: str, version: str) -> str | None:
+    """The tested version of ``name`` nearest to ``version``.
+
+    Of the tested releases just below and just above ``version``, the one sharing more
+    leading components with it (the lower one on a tie): 2.16.0 -> 2.15.0, 2.14.0 ->
+    2.14.1, 2.13.5 -> 2.13.0, 3.0.0 -> 2.15.0. None when ``name`` has no tested set or
+    ``version`` is not a release number.
+    """
+    release = _release(version)
+    if release is None or name not in TESTED:
+        return None
+    tested = sorted(TESTED[name], key=lambda t: _release(t) or ())
+    below = [t for t in tested if (_release(t) or ()) <= release]
+    above = [t for t in tested if (_release(t) or ()) > release]
+    neighbours = below[-1:] + above[:1]
+
+    def shared(t: str) -> int:
+        parts = _release(t) or ()
+        return next((i for i, (a, b) in enumerate(zip(parts, release)) if a != b),
+                    min(len(parts), len(release)))
+
+    return max(neighbours, key=shared)  # max keeps the first (lower) one on a tie
 
 
 def exported_program_from_graph(

@@ -74,7 +74,7 @@ def _torch_bytes(tensor: ir.TensorProtocol) -> Any:
     raw = getattr(tensor, "raw", None)
     if isinstance(raw, torch.Tensor):
         return _tensor_buffer(raw)
-    return memoryview(np.frombuffer(tensor.tobytes(), dtype=np.uint8))
+    return memoryview(tensor.tobytes())
 
 
 def is_meta(value: ir.Value) -> bool:
@@ -94,7 +94,7 @@ def _write_tensor(value: ir.Value, tensor: ir.TensorProtocol, f: Any, source: An
         f.write(_torch_bytes(tensor))
         return
     dtype = torch_dtype(tensor.dtype)
-    shape = tuple(int(d) for d in tensor.shape)  # type: ignore[arg-type]  (initializers are static)
+    shape = tuple(tensor.shape.numpy())  # initializers are static
     key = value.meta.get("pt2onnx.transpose_of")
     try:
         if key is not None:

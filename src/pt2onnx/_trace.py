@@ -144,7 +144,7 @@ def trace(
     for node in list(graph.nodes):
         if node.op != "get_attr":
             continue
-        value = getattr(gm, node.target)  # type: ignore[arg-type]
+        value = getattr(gm, node.target)
         if not isinstance(value, torch.Tensor):
             continue
         name = f"c_{node.target}"

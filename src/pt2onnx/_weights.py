@@ -26,7 +26,7 @@ _ST_DTYPES = {
 }
 _CHUNK = 64 * 2**20
 
-WeightsSpec = str | os.PathLike | Sequence[str | os.PathLike] | Mapping[str, torch.Tensor] | Callable[[str], torch.Tensor]
+WeightsSpec = str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Mapping[str, torch.Tensor] | Callable[[str], torch.Tensor]
 
 
 class WeightSource:
@@ -133,7 +133,7 @@ def weight_source(weights: Any) -> WeightSource:
     return _Safetensors(paths)
 
 
-def write_safetensors(path: str | os.PathLike, tensors: Mapping[str, Any],
+def write_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, Any],
                       fill: Callable[[str, torch.Tensor], torch.Tensor] | None = None) -> None:
     """Writes a safetensors file tensor by tensor (``tensors`` may hold meta tensors).
 

@@ -156,7 +156,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from pt2onnx.report import versions
 
     found = versions()
-    untested = 0
+    untested = []
     for name, version in found.items():
         tested = _compat.is_tested(name, version)
         if tested is None:
@@ -164,11 +164,22 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         elif tested:
             note = "tested"
         else:
-            untested += 1
-            note = f"not tested (CI runs {', '.join(_compat.TESTED[name])})"
+            untested.append(name)
+            nearest = _compat.nearest_tested(name, version)
+            note = (f"not tested; nearest tested {nearest}" if nearest else "not tested")
+            note += f" (CI runs {', '.join(_compat.TESTED[name])})"
         print(f"{name:12s} {version:16s} {note}")
-    print("all versions are tested combinations" if not untested
-          else f"{untested} version(s) outside the tested set; see docs/compatibility.md")
+    if not untested:
+        print("all versions are tested combinations")
+        return 0
+    print(f"{len(untested)} version(s) outside the tested set; see docs/compatibility.md. "
+          "To check this combination, in a pt2onnx checkout:")
+    if "torch" in untested:
+        release = found["torch"].split("+")[0]
+        print(f"  make test-torch VERSION={release}    # a venv with torch {release}, "
+              "then the fast tier")
+    print("  PYTHONPATH=src python -m pytest -n 2 -m 'not models and not slow' tests"
+          "    # the fast tier in this environment")
     return 0
 
 

@@ -1,7 +1,7 @@
 """torchvision models with random weights (weights=None): export, check, run, compare.
 
 Run with ``make test-models``: torchvision imports only with the torch pinned in
-constraints-2.14.txt, so that target uses its own venv (.venv-tv).
+constraints-2.14.txt, so that target uses its own venv (tools/mkvenv.sh).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from conftest import export_and_verify, export_dynamic_and_verify
 
 _WHY = (
     f"torchvision is not importable with torch {torch.__version__}; run `make test-models`, "
-    "which builds .venv-tv with the torch and torchvision pinned in constraints-2.14.txt"
+    "which builds a venv with the torch and torchvision pinned in constraints-2.14.txt"
 )
 try:
     torchvision = pytest.importorskip("torchvision", reason=_WHY)

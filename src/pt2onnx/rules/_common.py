@@ -7,7 +7,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext, onnx_dtype, torch_dtype
+from pt2onnx._builder import RuleContext, dtype_of, onnx_dtype, torch_dtype
 
 aten = torch.ops.aten
 INT64_MAX = 2**63 - 1
@@ -26,7 +26,7 @@ def operand(g: RuleContext, x: Any, dtype: ir.DataType) -> ir.Value:
 def _representative(x: Any) -> Any:
     if isinstance(x, ir.Value):
         shape = (1,) if x.shape is None or len(x.shape) else ()
-        return torch.empty(shape, dtype=torch_dtype(x.dtype))
+        return torch.empty(shape, dtype=torch_dtype(dtype_of(x)))
     return x
 
 
@@ -53,6 +53,21 @@ def rank(x: ir.Value) -> int:
 def shape_list(x: ir.Value) -> list[Any]:
     assert x.shape is not None
     return list(x.shape)
+
+
+def static_dims(x: ir.Value) -> list[int] | None:
+    """x's dims when every one is a known int, else None."""
+    if x.shape is None or not all(isinstance(d, int) for d in x.shape):
+        return None
+    return list(x.shape.numpy())
+
+
+def static_dim(x: ir.Value, axis: int) -> int:
+    """Dim ``axis`` of x, which the rule needs as a known int."""
+    d = shape_list(x)[axis]
+    if not isinstance(d, int):
+        raise ValueError(f"dim {axis} of {x.name} is not static ({d})")
+    return d
 
 
 def is_float(dtype: ir.DataType | None) -> bool:

@@ -8,7 +8,7 @@ import onnx_ir as ir
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten, rank
+from pt2onnx.rules._common import aten, rank, shape_list
 from pt2onnx.rules.nn import _expand_param
 from pt2onnx.rules.reduction import reduce
 
@@ -91,7 +91,7 @@ def avg_pool2d_backward(g: RuleContext, grad: ir.Value, x: ir.Value, kernel_size
 @translation(aten._adaptive_avg_pool2d_backward.default)
 def adaptive_avg_pool2d_backward(g: RuleContext, grad: ir.Value, x: ir.Value) -> ir.Value:
     """_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor"""
-    ins, outs = list(x.shape)[-2:], list(grad.shape)[-2:]  # type: ignore[index]
+    ins, outs = shape_list(x)[-2:], shape_list(grad)[-2:]
     if not all(isinstance(i, int) and isinstance(o, int) and o and i % o == 0
                for i, o in zip(ins, outs, strict=False)):
         raise NotImplementedError("adaptive pooling gradient where input % output != 0")

@@ -9,7 +9,7 @@ import torch
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten, axes, normalize_dim, rank
+from pt2onnx.rules._common import aten, axes, normalize_dim, rank, static_dims
 
 
 @translation(aten.embedding.default)
@@ -92,11 +92,12 @@ def _stack_indices(g: RuleContext, idx: list[ir.Value]) -> tuple[ir.Value, ir.Va
 
     Returns the stacked indices and the broadcast shape (a 1-D int64 value).
     """
-    shapes = [list(t.shape) if t.shape is not None else None for t in idx]
-    if all(sh is not None and all(isinstance(d, int) for d in sh) for sh in shapes):
-        shape = g.const(list(torch.broadcast_shapes(*[tuple(sh) for sh in shapes])))  # type: ignore[misc]
-        same = all(tuple(sh) == tuple(torch.broadcast_shapes(*[tuple(q) for q in shapes]))  # type: ignore[arg-type,misc]
-                   for sh in shapes)
+    shapes = [sh for sh in (static_dims(t) for t in idx) if sh is not None]
+    shape: ir.Value | None
+    if len(shapes) == len(idx):
+        broadcast = tuple(torch.broadcast_shapes(*[tuple(sh) for sh in shapes]))
+        shape = g.const(list(broadcast))
+        same = all(tuple(sh) == broadcast for sh in shapes)
     else:
         shape = None
         for t in idx:

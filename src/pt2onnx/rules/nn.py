@@ -10,7 +10,7 @@ import torch
 
 from pt2onnx._builder import RuleContext, torch_dtype
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten, rank
+from pt2onnx.rules._common import aten, rank, shape_list
 
 
 def _expand_param(value: Any, n: int) -> list[int]:
@@ -32,7 +32,7 @@ def convolution(g: RuleContext, x: ir.Value, weight: ir.Value, bias: ir.Value | 
         "pads": pads + pads,
         "dilations": _expand_param(dilation, n),
         "group": int(groups),
-        "kernel_shape": [int(d) for d in weight.shape[2:]],  # type: ignore[index]
+        "kernel_shape": [int(d) for d in shape_list(weight)[2:]],
     }
     if transposed:
         out_pad = _expand_param(output_padding, n)
@@ -140,7 +140,7 @@ def _adaptive(onnx_global: str, onnx_pool: str, n: int, g: RuleContext, x: ir.Va
         pooled = _adaptive(onnx_global, onnx_pool, n, g, batched, output_size)
         return g.op.Squeeze(pooled, g.const([0]))
     out = _expand_param(output_size, n)
-    in_shape = list(x.shape)[-n:]  # type: ignore[index]
+    in_shape = shape_list(x)[-n:]
     out = [i if o is None else o for i, o in zip(in_shape, out, strict=True)]
     if all(o == 1 for o in out):
         return getattr(g.op, onnx_global)(x)
@@ -292,10 +292,10 @@ def _resize(g: RuleContext, x: ir.Value, mode: str, align_corners: bool | None,
         spatial = g.int_list(list(output_size))
     else:
         # torch takes floor(in * scale) in double precision.
-        scales = g.const([float(s) for s in _expand_param(scale_factors, n)], ir.DataType.DOUBLE)
+        factors = g.const([float(s) for s in _expand_param(scale_factors, n)], ir.DataType.DOUBLE)
         in_spatial = g.cast(g.op.Slice(in_shape, g.const([2]), g.const([2 + n])),
                             ir.DataType.DOUBLE)
-        spatial = g.cast(g.op.Floor(g.op.Mul(in_spatial, scales)), ir.DataType.INT64)
+        spatial = g.cast(g.op.Floor(g.op.Mul(in_spatial, factors)), ir.DataType.INT64)
     return g.op.Resize(x, None, None, g.op.Concat(lead, spatial, axis=0), **attrs)
 
 

@@ -9,7 +9,7 @@ import torch
 
 from pt2onnx._builder import RuleContext, torch_dtype
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten, axes, rank
+from pt2onnx.rules._common import aten, axes, rank, static_dim
 
 
 def _ones(g: RuleContext, n: int, dtype: ir.DataType) -> ir.Value:
@@ -21,7 +21,7 @@ def _zeros(g: RuleContext, n: int, dtype: ir.DataType) -> ir.Value:
 
 
 def _channels(x: ir.Value) -> int:
-    return int(x.shape[1])  # type: ignore[index]
+    return static_dim(x, 1)
 
 
 @translation(aten._native_batch_norm_legit_no_training.default)

@@ -9,7 +9,14 @@ import torch
 
 from pt2onnx._builder import RuleContext, torch_dtype
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten, is_float, normalize_dim, rank, shape_value
+from pt2onnx.rules._common import (
+    aten,
+    is_float,
+    normalize_dim,
+    rank,
+    shape_value,
+    static_dim,
+)
 
 
 def _src_like_index(g: RuleContext, src: ir.Value, index: ir.Value) -> ir.Value:
@@ -134,7 +141,7 @@ def _slice_write(g: RuleContext, x: ir.Value, src: ir.Value, dim: int, start: An
     """Writes src into x at start, start+step, ... along dim (src sets the count)."""
     r = rank(x)
     d = normalize_dim(dim, r)
-    size = src.shape[d] if src.shape is not None else None  # type: ignore[index]
+    size = src.shape[d] if src.shape is not None else None
     if isinstance(start, int) and isinstance(step, int) and isinstance(size, int):
         idx = g.const(list(range(start, start + size * step, step)))
     else:
@@ -155,7 +162,7 @@ def select_scatter(g: RuleContext, x: ir.Value, src: ir.Value, dim: int, index: 
     """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
     d = normalize_dim(dim, rank(x))
     if isinstance(index, int) and index < 0:
-        index += int(x.shape[d])  # type: ignore[index]
+        index += static_dim(x, d)
     src = g.op.Unsqueeze(src, g.const([d]))
     src.shape = ir.Shape([*list(x.shape[:d]), 1, *list(x.shape[d + 1:])])  # type: ignore[index]
     src.type = x.type if src.type is None else src.type

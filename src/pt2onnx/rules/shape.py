@@ -18,7 +18,9 @@ from pt2onnx.rules._common import (
     axes,
     normalize_dim,
     rank,
+    shape_list,
     shape_value,
+    static_dims,
 )
 
 
@@ -139,6 +141,7 @@ def select(g: RuleContext, x: ir.Value, dim: int, index: Any) -> ir.Value:
 
 
 def _split_sizes(g: RuleContext) -> list[int]:
+    assert g.node is not None
     return [int(v.shape[g.node.args[2] if len(g.node.args) > 2 else 0]) for v in g.meta]
 
 
@@ -209,11 +212,11 @@ def roll(g: RuleContext, x: ir.Value, shifts: list[int], dims: list[int] | None 
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
     if not dims:
         flat = g.op.Reshape(x, g.const([-1]))
-        dims_ = list(x.shape) if x.shape is not None else [None]
-        numel = math.prod(dims_) if all(isinstance(d, int) for d in dims_) else None
+        static = static_dims(x)
+        numel = math.prod(static) if static is not None else None
         rolled = _roll_axis(g, flat, int(shifts[0]), 0, numel)
         return g.op.Reshape(rolled, g.op.Shape(x), allowzero=1)
-    r, shape = rank(x), list(x.shape)  # type: ignore[arg-type]
+    r, shape = rank(x), shape_list(x)
     for s, d in zip(shifts, dims, strict=False):
         axis = normalize_dim(d, r)
         size = shape[axis] if isinstance(shape[axis], int) else None
