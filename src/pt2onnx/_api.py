@@ -362,7 +362,7 @@ def _export(
             program, registry, target_opset, dict(custom_translations or {}),
             list(input_names) if input_names else None,
             list(output_names) if output_names else None,
-            _capture.user_dim_names(model, *(captured.example or (args, kwargs)),
+            _capture.user_dim_names(model, *_example_of(captured, args, kwargs),
                                     dynamic_shapes, captured.program),
         )
         try:
@@ -410,6 +410,15 @@ def _export(
     if report_path is not None:
         report_path.write_text(rep.to_markdown())
     return prog
+
+
+def _example_of(
+    captured: _capture.CaptureResult, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The inputs the program was captured on: a doubled example, or the user's."""
+    if captured.example is None:
+        return args, kwargs
+    return tuple(captured.example[0]), dict(captured.example[1])
 
 
 def _dynamic_spec(

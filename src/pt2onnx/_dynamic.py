@@ -141,11 +141,11 @@ def dynamic_axes_to_shapes(
         f"(inputs: {explicit or names})." for k in unknown
     ]
     ids = {id(t): i for i, (_, t) in enumerate(leaves)}
-    spec = {
+    shapes = {
         name: _spec_like(value, lambda t: chosen.get(ids.get(id(t), -1)))
         for name, value in inputs.items()
     }
-    return spec, warnings
+    return shapes, warnings
 
 
 def all_dynamic(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -304,10 +304,10 @@ class _SymBoolCausal:
                 kwargs["is_causal"] = False if mask is not None else bool(causal)
             return original(*args, **kwargs)
 
-        functional.scaled_dot_product_attention = sdpa  # type: ignore[assignment]
+        functional.scaled_dot_product_attention = sdpa
 
     def __exit__(self, *exc: Any) -> None:
-        torch.nn.functional.scaled_dot_product_attention = self._original  # type: ignore[assignment]
+        torch.nn.functional.scaled_dot_product_attention = self._original
 
 
 def _export(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
@@ -333,7 +333,7 @@ def suggested_fixes(text: str) -> list[tuple[str, str]]:
     """The ``name = fix`` lines torch.export prints under "Suggested fixes:"."""
     if "Suggested fixes:" not in text:
         return []
-    fixes = []
+    fixes: list[tuple[str, str]] = []
     for line in text.split("Suggested fixes:", 1)[1].splitlines()[1:]:
         m = _FIX.match(line)
         if not m:

@@ -10,7 +10,7 @@ import torch
 
 from pt2onnx._builder import RuleContext, torch_dtype
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten, rank, shape_list
+from pt2onnx.rules._common import aten, rank, shape_list, static_dims
 
 
 def _expand_param(value: Any, n: int) -> list[int]:
@@ -90,13 +90,13 @@ def _avg_pool(n: int, g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any
 def _sum_pool(n: int, g: RuleContext, x: ir.Value, kernel_size: Any, stride: Any,
               padding: Any, divisor: int) -> ir.Value:
     """Window sums (a Conv with a ones kernel on one channel) divided by ``divisor``."""
-    out_shape = g.static_shape()
-    if out_shape is None or x.shape is None or not all(type(d) is int for d in x.shape):
+    out_shape, in_dims = g.static_shape(), static_dims(x)
+    if out_shape is None or in_dims is None:
         raise NotImplementedError("avg_pool with divisor_override needs static shapes")
     kernel = _expand_param(kernel_size, n)
     strides = _expand_param(stride, n) if stride else kernel
     pads = _expand_param(padding, n)
-    in_sizes, out_sizes = list(x.shape)[-n:], list(out_shape)[-n:]
+    in_sizes, out_sizes = in_dims[-n:], list(out_shape)[-n:]
     # ceil_mode is folded into extra end padding, so that the Conv yields torch's output size.
     end = [max(p, (o - 1) * s + k - i - p)
            for i, o, k, s, p in zip(in_sizes, out_sizes, kernel, strides, pads, strict=True)]
@@ -199,9 +199,10 @@ def _adaptive_max(n: int, g: RuleContext, x: ir.Value, output_size: Any) -> Any:
     if not g.output_used(1):
         return _adaptive("GlobalMaxPool", "MaxPool", n, g, x, output_size), None
     out = _expand_param(output_size, n)
-    in_shape = list(x.shape)[-n:]  # type: ignore[index]
-    if not all(isinstance(i, int) for i in in_shape):
+    dims = static_dims(x)
+    if dims is None:
         raise NotImplementedError("adaptive_max_pool indices need a static input size")
+    in_shape = dims[-n:]
     # One axis at a time, last first: the first maximum in each window's row-major order.
     r = rank(x)
     values, flat, inner = x, None, 1

@@ -7,7 +7,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext, torch_dtype
+from pt2onnx._builder import RuleContext, dtype_of, torch_dtype
 from pt2onnx._registry import translation
 from pt2onnx.rules._common import aten, axes, rank, static_dim
 
@@ -228,7 +228,7 @@ def native_group_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None,
         return out, None, None
     stats_shape = g.static_shape(1)
     if _empty_batch(x) and stats_shape is not None:
-        empty = g.const(torch.zeros(stats_shape, dtype=torch_dtype(x.dtype)))
+        empty = g.const(torch.zeros(stats_shape, dtype=torch_dtype(dtype_of(x))))
         return out, empty, empty
     # Statistics over each (sample, group): mean and 1/sqrt(biased var + eps), shape (N, G).
     grouped = g.op.Reshape(x, g.const([0, int(group), -1]))

@@ -258,7 +258,7 @@ def _signbit(g: RuleContext, x: ir.Value) -> ir.Value:
             return g.op.Cast(g.op.Mul(g.cast(x, ir.DataType.INT32), g.const(0, ir.DataType.INT32)),
                              to=ir.DataType.BOOL)
         return g.op.Less(x, g.const(0, x.dtype))
-    zero = g.const(0.0, x.dtype)  # type: ignore[arg-type]
+    zero = g.const(0.0, x.dtype)
     negative_zero = g.op.And(g.op.Equal(x, zero), g.op.Less(g.op.Reciprocal(x), zero))
     return g.op.Or(g.op.Less(x, zero), negative_zero)
 

@@ -34,7 +34,7 @@ def _nan_last(g: RuleContext, x: ir.Value) -> ir.Value:
     """A sort key with NaN replaced by +inf, so ascending TopK puts NaN at the end."""
     if not is_float(x.dtype):
         return x
-    return g.op.Where(g.op.IsNaN(x), g.const(math.inf, x.dtype), x)  # type: ignore[arg-type]
+    return g.op.Where(g.op.IsNaN(x), g.const(math.inf, x.dtype), x)
 
 
 def _sorted(g: RuleContext, x: ir.Value, axis: int) -> ir.Value:
@@ -83,7 +83,7 @@ def _median_dim(g: RuleContext, x: ir.Value, dim: int, keepdim: bool,
                                     axis, keepdim), to=ir.DataType.BOOL)
         first = g.op.ArgMax(g.op.Cast(nan, to=ir.DataType.INT32), axis=axis,
                             keepdims=int(keepdim))
-        value = g.op.Where(has_nan, g.const(math.nan, x.dtype), value)  # type: ignore[arg-type]
+        value = g.op.Where(has_nan, g.const(math.nan, x.dtype), value)
         index = g.op.Where(has_nan, first, index)
     return value, index
 
