@@ -165,7 +165,26 @@ def test_opset_range(name: str, opset: int, tmp_path: Path) -> None:
     _export_and_check(CASES[name], tmp_path, opset=opset)
 
 
-@pytest.mark.parametrize("case", _params(CLASSIFICATION + SEGMENTATION + VIDEO + OPTICAL_FLOW))
+# A clear CaptureError (the dim, the guard and its line), not a file that breaks later.
+DYNAMIC_XFAIL = {
+    "raft_small": "RAFT-small fixes the batch to the example's size (torch.export specialises "
+                  "it); the export refuses with the guard's line",
+}
+
+
+def _dynamic_params() -> list[Any]:
+    params = []
+    for p in _params(CLASSIFICATION + SEGMENTATION + VIDEO + OPTICAL_FLOW):
+        case = p.values[0]
+        reason = DYNAMIC_XFAIL.get(case.name)
+        marks = [m for m in p.marks if m.name != "xfail"]
+        if reason:
+            marks.append(pytest.mark.xfail(reason=reason, strict=True))
+        params.append(pytest.param(case, id=case.name, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("case", _dynamic_params())
 def test_dynamic_batch_from_one(case: Case, tmp_path: Path) -> None:
     """Every family but detection (traced, so static): a batch-1 example, dynamic batch."""
     model = torchvision.models.get_model(case.name, weights=None, **case.kwargs).eval()
