@@ -178,3 +178,21 @@ def test_custom_translation_wins_over_decomposition():
                           custom_translations={torch.ops.aten.special_erfc.default: erfc_rule})
     assert calls and not prog.report.decompositions
     assert prog.verify(x).ok
+
+
+def test_composite_op_with_no_node_decomposition_retraces_the_program(whole_program):
+    """cross_entropy_loss has no rule and no table entry; torch's dispatcher still
+    decomposes it when the whole program is retraced, the last link of the chain."""
+    x, target = torch.randn(4, 5), torch.tensor([0, 2, 1, 4])
+    prog = pt2onnx.export(lambda a, t: nn.functional.cross_entropy(a, t), (x, target))
+    assert len(whole_program) == 1
+    assert prog.report.decomposition.startswith("run_decompositions")
+    assert prog.verify(x, target).ok
+
+
+def test_nodes_from_one_decomposed_node_get_unique_names():
+    x = torch.randn(3, 6)
+    prog = pt2onnx.export(lambda a: torch.quantile(a, 0.3, dim=1), (x,))
+    names = [n.name for n in prog.model.graph if n.name]
+    assert len(names) == len(set(names))
+    assert prog.verify(x).ok

@@ -355,23 +355,38 @@ def _export(
                 captured.program, _decomp.decomposition_table(keep)
             )
             rep.decomposition = f"run_decompositions: {why}"
-    rep.fx_nodes = len(program.graph.nodes)
+    dim_names = _capture.user_dim_names(model, *_example_of(captured, args, kwargs),
+                                        dynamic_shapes, captured.program)
 
-    with rep.stage("translate"):
+    def translate(program: torch.export.ExportedProgram) -> tuple[Translator, ir.Model]:
         translator = Translator(
             program, registry, target_opset, dict(custom_translations or {}),
             list(input_names) if input_names else None,
-            list(output_names) if output_names else None,
-            _capture.user_dim_names(model, *_example_of(captured, args, kwargs),
-                                    dynamic_shapes, captured.program),
+            list(output_names) if output_names else None, dim_names,
         )
+        return translator, translator.run()
+
+    with rep.stage("translate"):
         try:
-            onnx_model = translator.run()
+            try:
+                translator, onnx_model = translate(program)
+            except UnsupportedOperatorError:
+                if program is not captured.program or captured.traced:
+                    raise
+                # The last link of the chain: an op no table decomposes at its node
+                # (a composite op such as cross_entropy_loss) may still decompose
+                # through torch's dispatcher when the whole program is retraced.
+                program = _compat.run_decompositions(
+                    captured.program, _decomp.decomposition_table(keep))
+                rep.decomposition = ("run_decompositions: an op had no rule and no "
+                                     "decomposition at its node")
+                translator, onnx_model = translate(program)
         except UnsupportedOperatorError as exc:
             rep.unsupported = list(exc.missing)
             if report_path is not None:
                 report_path.write_text(rep.to_markdown())
             raise
+    rep.fx_nodes = len(program.graph.nodes)
     rep.folded_nodes = translator.folded
     rep.decompositions = [(op, src, n) for (op, src), n in translator.decompositions.items()]
     if rep.decompositions:

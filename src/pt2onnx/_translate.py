@@ -113,7 +113,16 @@ class Translator:
                 self.env[node] = _get_attr(graph_module, node.target)
         if self.missing:
             raise UnsupportedOperatorError(self.missing, self.opset)
+        seen: set[str] = set()
         for node in self.g.nodes:
+            # Nodes from one decomposed FX node share its name; onnxruntime wants each once.
+            if node.name in seen:
+                base, i = node.name, 1
+                while f"{base}_{i}" in seen:
+                    i += 1
+                node.name = f"{base}_{i}"
+            if node.name:
+                seen.add(node.name)
             self.graph.append(node)
         for domain, version in self.g.domains.items():
             self.graph.opset_imports.setdefault(domain, version)
