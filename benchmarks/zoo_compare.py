@@ -35,6 +35,20 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests"), str(ROOT / "tests
 from compare_export import _latency  # noqa: E402  (1 thread, median; shared with make bench)
 
 
+def _tier(module: str, family: str) -> Any:
+    """A model-tier test module, or None (with the reason printed) where it cannot import:
+    timm needs torchvision, which needs its own torch."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # pytest's Skipped (raised at import) is a BaseException
+        print(f"skipping {family}: {type(exc).__name__}: {str(exc)[:120]}")
+        return None
+
+
 def _cases(families: list[str]) -> list[tuple[str, Any]]:
     """(name, factory) pairs; factory() -> (model, args, kwargs)."""
     out: list[tuple[str, Any]] = []
@@ -52,11 +66,8 @@ def _cases(families: list[str]) -> list[tuple[str, Any]]:
                 return model, (), {**hf.make_inputs(case, model), "use_cache": True}
             out.append((f"hf/{case.name}+cache", make_cache))
     if "timm" in families:
-        try:
-            import test_timm_zoo as tz
-        except Exception as exc:  # timm needs torchvision, which needs its own torch
-            print(f"skipping timm: {type(exc).__name__}: {str(exc)[:120]}")
-        else:
+        tz = _tier("test_timm_zoo", "timm")
+        if tz is not None:
             for case in tz.CASES:
                 def make_timm(case: Any = case) -> Any:
                     import torch
@@ -65,11 +76,8 @@ def _cases(families: list[str]) -> list[tuple[str, Any]]:
                     return model.eval(), (torch.randn(1, 3, case.size, case.size),), {}
                 out.append((f"timm/{case.name}", make_timm))
     if "torchvision" in families:
-        try:
-            import test_torchvision as tv
-        except Exception as exc:
-            print(f"skipping torchvision: {type(exc).__name__}: {str(exc)[:120]}")
-        else:
+        tv = _tier("test_torchvision", "torchvision")
+        if tv is not None:
             for case in tv.CASES.values():
                 def make_tv(case: Any = case) -> Any:
                     import torch
@@ -146,11 +154,8 @@ def _dynamic_cases(families: list[str]) -> list[tuple[str, Any]]:
                         hf.DYNAMIC_AXES[case.inputs])
             out.append((f"hf/{case.name}", make))
     if "timm" in families:
-        try:
-            import test_timm_zoo as tz
-        except Exception as exc:
-            print(f"skipping timm: {type(exc).__name__}: {str(exc)[:120]}")
-        else:
+        tz = _tier("test_timm_zoo", "timm")
+        if tz is not None:
             for case in tz.CASES:
                 def make_timm(case: Any = case) -> Any:
                     import torch
@@ -160,11 +165,8 @@ def _dynamic_cases(families: list[str]) -> list[tuple[str, Any]]:
                             {"x": {0: "batch"}})
                 out.append((f"timm/{case.name}", make_timm))
     if "torchvision" in families:
-        try:
-            import test_torchvision as tv
-        except Exception as exc:
-            print(f"skipping torchvision: {type(exc).__name__}: {str(exc)[:120]}")
-        else:
+        tv = _tier("test_torchvision", "torchvision")
+        if tv is not None:
             for case in tv.CASES.values():
                 def make_tv(case: Any = case) -> Any:
                     import torch

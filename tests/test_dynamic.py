@@ -12,6 +12,11 @@ import pt2onnx
 from pt2onnx import _compat
 from pt2onnx.examples import tiny_resnet, tiny_transformer
 
+# torch 2.12 is exported with deferred runtime asserts (see _compat): a dim the model
+# restricts stays dynamic under a runtime assert there instead of specialising.
+specialises = pytest.mark.skipif(_compat.TORCH_VERSION < (2, 13),
+                                 reason="torch 2.12 keeps such a dim dynamic under a runtime assert")
+
 
 def _dims(values):
     return [[d if isinstance(d, int) else str(d) for d in v.shape] for v in values]
@@ -81,11 +86,7 @@ def test_symint_arithmetic_becomes_shape_ops():
         assert prog.verify(torch.randn(*shape)).ok, shape
 
 
-@pytest.mark.skipif(
-    _compat.TORCH_VERSION < (2, 13),
-    reason="torch 2.12 (exported with deferred runtime asserts, see _compat) keeps such a dim "
-    "dynamic under a runtime assert instead of specialising it",
-)
+@specialises
 def test_specialised_dim_error_names_the_dim(tmp_path):
     class Fixed(nn.Module):
         def forward(self, x):

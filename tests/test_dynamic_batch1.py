@@ -26,6 +26,12 @@ TEXT = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermed
             **TOKENS)
 
 
+# torch 2.12 is exported with deferred runtime asserts (see _compat): a dim the model
+# restricts stays dynamic under a runtime assert there instead of specialising.
+specialises = pytest.mark.skipif(_compat.TORCH_VERSION < (2, 13),
+                                 reason="torch 2.12 keeps such a dim dynamic under a runtime assert")
+
+
 def _dims(values):
     return [[d if isinstance(d, int) else str(d) for d in v.shape] for v in values]
 
@@ -179,11 +185,7 @@ def test_nested_and_keyword_inputs_by_path_names():
                   for b in (1, 2, 6)])
 
 
-@pytest.mark.skipif(
-    _compat.TORCH_VERSION < (2, 13),
-    reason="torch 2.12 (exported with deferred runtime asserts, see _compat) keeps such a dim "
-    "dynamic under a runtime assert instead of specialising it",
-)
+@specialises
 def test_dynamic_true_makes_every_free_axis_dynamic_and_reports_the_fixed_ones():
     class Split(nn.Module):
         def forward(self, x):
@@ -197,11 +199,7 @@ def test_dynamic_true_makes_every_free_axis_dynamic_and_reports_the_fixed_ones()
     _check(prog, [((torch.randn(b, 6),), {}) for b in (1, 4, 7)])
 
 
-@pytest.mark.skipif(
-    _compat.TORCH_VERSION < (2, 13),
-    reason="torch 2.12 (exported with deferred runtime asserts, see _compat) keeps such a dim "
-    "dynamic under a runtime assert instead of specialising it",
-)
+@specialises
 def test_declared_dim_the_model_fixes_names_the_guard():
     class Fixed(nn.Module):
         def forward(self, x):
