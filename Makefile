@@ -15,7 +15,7 @@ MKVENV := tools/mkvenv.sh
 IN_SRC := PYTHONPATH=$(CURDIR)/src
 FAST := -m "not models and not slow" tests
 
-.PHONY: venv demo test test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-zoo bench-meta lint typecheck docs clean
+.PHONY: venv demo test test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,12 @@ test-models-hf:
 bench: $(STAMP)
 	$(PY) benchmarks/compare_export.py
 	$(PY) benchmarks/scaling.py
+
+# YOLO11n and a diffusers UNet against torch.onnx and the TorchScript exporter; ultralytics
+# needs torchvision, so this runs in the model tier's venv (torch $(TV_VERSION)).
+bench-vision:
+	venv=$$($(MKVENV) $(TV_VERSION) dev,models,bench) && $(IN_SRC) $$venv/bin/python \
+	  benchmarks/compare_export.py --models yolo11n unet --baselines torch.onnx,torchscript --repeat 3
 
 bench-zoo: $(STAMP)
 	$(PY) benchmarks/zoo_compare.py

@@ -1,5 +1,8 @@
 """pt2onnx vs torch.onnx.export(dynamo=True), side by side in one run.
 
+``--baselines torch.onnx,torchscript`` adds the TorchScript exporter
+(``torch.onnx.export(dynamo=False)``) as a second baseline, with its own ratio rows.
+
 Each export runs in a fresh process, alternating between the two exporters,
 on models built from configs with random weights. For each model it prints
 export wall time (and pt2onnx's per-stage times), peak RSS above the model's
@@ -10,6 +13,11 @@ models interleaved, so a change of load on the machine affects both alike.
 
     python benchmarks/compare_export.py                 # all models
     python benchmarks/compare_export.py --models gpt2 bert --repeat 2
+    python benchmarks/compare_export.py --models yolo11n unet --baselines torch.onnx,torchscript
+
+yolo11n (ultralytics, from ``yolo11n.yaml``) needs torchvision, so run it in the model
+tier's venv (``make bench-vision``); unet is a diffusers ``UNet2DConditionModel`` from a
+small config. Both build with random weights; nothing is downloaded.
 
 This is a benchmark, not a test: nothing here passes or fails on time.
 """
@@ -99,6 +107,28 @@ def _whisper() -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
                        "use_cache": False}
 
 
+def _yolo11n() -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    import torch
+    from ultralytics import YOLO  # type: ignore[import-not-found]
+
+    return YOLO("yolo11n.yaml").model.eval(), (torch.randn(1, 3, 640, 640),), {}
+
+
+def _unet() -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    import diffusers  # type: ignore[import-not-found]
+    import torch
+
+    model = diffusers.UNet2DConditionModel(
+        sample_size=32, in_channels=4, out_channels=4, layers_per_block=2,
+        block_out_channels=(128, 256, 512),
+        down_block_types=("CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=512, attention_head_dim=8,
+    ).eval()
+    return model, (torch.randn(1, 4, 32, 32), torch.tensor([10])), {
+        "encoder_hidden_states": torch.randn(1, 77, 512), "return_dict": False}
+
+
 MODELS = {
     "llama-1b": _llama_1b,
     "gpt2": _gpt2,
@@ -106,7 +136,12 @@ MODELS = {
     "vit-b16": _vit,
     "resnet50": _resnet50,
     "whisper-base": _whisper,
+    "yolo11n": _yolo11n,
+    "unet": _unet,
 }
+# The models `make bench` runs by default; the others need the model tier's venv.
+DEFAULT_MODELS = ["llama-1b", "gpt2", "bert-base", "vit-b16", "resnet50", "whisper-base"]
+EXPORTERS = ("pt2onnx", "torch.onnx", "torchscript")
 
 
 # -- the worker (one export in a fresh process) --------------------------------------
@@ -179,9 +214,12 @@ def worker(exporter: str, model_name: str, out_dir: Path, latency_runs: int) -> 
 
             prog = pt2onnx.export(model, args, path, kwargs=kwargs)
             result["stages"] = {k: round(v, 3) for k, v in prog.report.timings.items()}
-        else:
+        elif exporter == "torch.onnx":
             torch.onnx.export(model, args, str(path), kwargs=kwargs, dynamo=True,
                               external_data=True)
+        else:  # the TorchScript exporter: kwargs only as a trailing dict of the args
+            call_args = args + (kwargs,) if kwargs else args
+            torch.onnx.export(model, call_args, str(path), dynamo=False, opset_version=17)
     result["export_s"] = time.perf_counter() - start
     result["peak_rss_mb"] = (peak.peak - baseline) / 2**20
     proto = onnx.load(str(path), load_external_data=False)
@@ -196,14 +234,16 @@ def worker(exporter: str, model_name: str, out_dir: Path, latency_runs: int) -> 
 
 
 def latency_ab(model_name: str, out_dir: Path, runs: int) -> dict[str, float]:
-    """ORT latency of both exported files, measured in one process with the runs
-    interleaved (A, B, A, B, ...), so load changes on the machine hit both alike."""
+    """ORT latency of every exported file, measured in one process with the runs
+    interleaved (A, B, A, B, ...), so load changes on the machine hit all alike."""
     import numpy as np
     import onnxruntime as ort
 
     data = np.load(out_dir / f"{model_name}.feeds.npz")
     sessions = {}
-    for exporter in ("torch.onnx", "pt2onnx"):
+    for exporter in EXPORTERS:
+        if not (out_dir / f"{model_name}.{exporter}.onnx").exists():
+            continue
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
@@ -252,10 +292,12 @@ def _ratio(a: float, b: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=list(MODELS))
+    parser.add_argument("--models", nargs="*", default=DEFAULT_MODELS, choices=list(MODELS))
+    parser.add_argument("--baselines", default="torch.onnx",
+                        help="comma-separated, from: torch.onnx, torchscript")
     parser.add_argument("--repeat", type=int, default=1, help="export runs per exporter")
     parser.add_argument("--latency-runs", type=int, default=15)
-    parser.add_argument("--worker", choices=["pt2onnx", "torch.onnx"])
+    parser.add_argument("--worker", choices=list(EXPORTERS))
     parser.add_argument("--latency-ab", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out")
     args = parser.parse_args()
@@ -268,14 +310,18 @@ def main() -> int:
         print(json.dumps(latency_ab(args.models[0], Path(args.out), args.latency_runs)))
         return 0
 
+    baselines = [b for b in args.baselines.split(",") if b]
+    unknown = set(baselines) - set(EXPORTERS[1:])
+    if unknown:
+        parser.error(f"unknown baseline(s) {sorted(unknown)}; choose from {EXPORTERS[1:]}")
     out_dir = Path(tempfile.mkdtemp(prefix="pt2onnx-bench-"))
     rows = []
     try:
         for model in args.models:
-            runs: dict[str, list[dict[str, Any]]] = {"pt2onnx": [], "torch.onnx": []}
+            runs: dict[str, list[dict[str, Any]]] = {e: [] for e in ["pt2onnx", *baselines]}
             for _ in range(args.repeat):
                 pair = {e: _spawn(e, model, out_dir, args.latency_runs)
-                        for e in ("torch.onnx", "pt2onnx")}
+                        for e in [*baselines, "pt2onnx"]}
                 latency = _spawn_latency(model, out_dir, args.latency_runs)
                 for exporter, r in pair.items():
                     if exporter in latency and "error" not in r:
@@ -287,7 +333,8 @@ def main() -> int:
             rows.append((model, runs))
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
-    _print_table(rows)
+    for baseline in baselines:
+        _print_table(rows, baseline)
     return 0
 
 
@@ -296,7 +343,9 @@ def _best(runs: list[dict[str, Any]], key: str) -> float | None:
     return min(vals) if vals else None
 
 
-def _print_table(rows: list[tuple[str, dict[str, list[dict[str, Any]]]]]) -> None:
+def _print_table(rows: list[tuple[str, dict[str, list[dict[str, Any]]]]],
+                 baseline: str) -> None:
+    print(f"\npt2onnx against {baseline}:")
     keys = [("export_s", "export time"), ("peak_rss_mb", "peak RSS above model"),
             ("nodes", "nodes"), ("file_mb", "file size"), ("latency_ms", "ORT latency")]
     print("\n| model | " + " | ".join(label for _, label in keys) + " |")
@@ -305,9 +354,9 @@ def _print_table(rows: list[tuple[str, dict[str, list[dict[str, Any]]]]]) -> Non
     for model, runs in rows:
         cells = []
         for key, _ in keys:
-            ours, theirs = _best(runs["pt2onnx"], key), _best(runs["torch.onnx"], key)
+            ours, theirs = _best(runs["pt2onnx"], key), _best(runs[baseline], key)
             if ours is None or theirs is None:
-                err = next((r.get("error") for r in runs["pt2onnx"] + runs["torch.onnx"]
+                err = next((r.get("error") for r in runs["pt2onnx"] + runs[baseline]
                             if "error" in r), "")
                 cells.append(f"fail ({err[:40]})" if ours is None or theirs is None else "")
                 continue
@@ -318,7 +367,7 @@ def _print_table(rows: list[tuple[str, dict[str, list[dict[str, Any]]]]]) -> Non
     if lat_ratios:
         geo = math.exp(sum(math.log(r) for r in lat_ratios) / len(lat_ratios))
         print(f"\nORT latency ratio, geometric mean over {len(lat_ratios)} models: {geo:.2f}")
-    print("Cells: ratio pt2onnx / torch.onnx (pt2onnx value / torch.onnx value); "
+    print(f"Cells: ratio pt2onnx / {baseline} (pt2onnx value / {baseline} value); "
           "seconds, MB, nodes, ms.")
     for model, runs in rows:
         for r in runs["pt2onnx"]:
