@@ -181,6 +181,11 @@ class RuleContext:
                 nodes.append(copy)
                 out = copy.outputs[0]
             final.append(out)
+        for out in final:  # a graph output must be typed (onnx.checker requires it)
+            if out.type is None:
+                dtype = value_dtype(out)
+                if dtype is not None:
+                    out.type = ir.TensorType(dtype)
         return ir.Graph(list(inputs), final, nodes=nodes, name=name)
 
     def formal(self, like: ir.Value, name: str, drop_leading: int = 0) -> ir.Value:
@@ -326,6 +331,51 @@ class RuleContext:
             else:
                 parts.append(self.const([int(v)]))
         return self.op.Concat(*parts, axis=0)
+
+
+_BOOL_OUT = frozenset({
+    "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+    "IsNaN", "IsInf",
+})
+_INT64_OUT = frozenset({"Shape", "Size", "NonZero", "ArgMax", "ArgMin"})
+
+
+def value_dtype(value: ir.Value, _depth: int = 0) -> ir.DataType | None:
+    """The element type of ``value``: its own, or worked out from the node producing it.
+
+    Rules leave intermediate values untyped (ONNX does not need their types), but a
+    subgraph's outputs must be typed; this follows producers back to typed values."""
+    if value.dtype is not None:
+        return value.dtype
+    node = value.producer()
+    if node is None or _depth > 200:
+        return None
+    op, attrs = node.op_type, node.attributes
+    index = list(node.outputs).index(value)
+    if op in ("Cast", "RandomNormalLike", "RandomUniformLike") and "to" in attrs:
+        return ir.DataType(attrs["to"].value)
+    if op in ("Cast", "RandomNormalLike", "RandomUniformLike", "EyeLike") and "dtype" in attrs:
+        return ir.DataType(attrs["dtype"].value)
+    if op == "CastLike":
+        return value_dtype(node.inputs[1], _depth + 1) if node.inputs[1] else None
+    if op == "Constant" and "value" in attrs:
+        return attrs["value"].value.dtype
+    if op in _BOOL_OUT:
+        return ir.DataType.BOOL
+    if op in _INT64_OUT or (op in ("TopK", "Unique") and index > 0):
+        return ir.DataType.INT64
+    if op == "Where":
+        inputs = node.inputs[1:]
+    elif op in ("Loop", "If", "Scan"):
+        return None
+    else:
+        inputs = node.inputs
+    for v in inputs:
+        if v is not None:
+            dtype = value_dtype(v, _depth + 1)
+            if dtype is not None:
+                return dtype
+    return None
 
 
 def _infer_dtype(value: Any) -> ir.DataType:

@@ -250,6 +250,8 @@ class Translator:
             ):
                 value = self.g.op.Identity(value)
                 self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
+            elif value.type is None:  # named inside a decomposition, before it was typed
+                self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
             seen.add(id(value))
             if wanted is not None:
                 self._names.discard(value.name or "")

@@ -21,7 +21,17 @@ def optimize(model: ir.Model) -> ir.Model:
         common.RemoveUnusedNodesPass(),
         common.RemoveUnusedOpsetsPass(),
     )
-    return passes(model).model
+    # CSE can hand a graph output over to an equal, untyped value computed earlier
+    # (seen with var_mean's mean and the ReduceMean inside its variance); a graph
+    # output must stay typed, so the types and shapes are restored after the passes.
+    before = [(o.type, o.shape) for o in model.graph.outputs]
+    model = passes(model).model
+    for out, (type_, shape) in zip(model.graph.outputs, before):
+        if out.type is None:
+            out.type = type_
+        if out.shape is None:
+            out.shape = shape
+    return model
 
 
 def cleanup(model: ir.Model) -> ir.Model:
