@@ -234,17 +234,24 @@ _TWO_OVER_PI = 0.636619772367581343075535053490057448
 _AI0, _AIP0 = 0.355028053887817239260, 0.258819403792806798405
 _INV_SQRT_PI = 5.64189583547756286948e-01
 # Maclaurin series of Ai's two solutions in z = x^3, Ai = Ai(0) f - |Ai'(0)| g:
-# f = sum z^k / prod (3j-1)(3j), g = x sum z^k / prod (3j)(3j+1), j = 1..k. 13 terms reach
+# f = sum z^k / prod (3j-1)(3j), g = x sum z^k / prod (3j)(3j+1), j = 1..k. Terms to z^13 reach
 # 1e-17 for |x| < 2.09, where torch uses the series.
 _AI_TERMS = 13
-_AI_F = [1.0]
-_AI_G = [1.0]
-for _k in range(1, _AI_TERMS + 1):
-    _AI_F.append(_AI_F[-1] / ((3 * _k - 1) * (3 * _k)))
-    _AI_G.append(_AI_G[-1] / ((3 * _k) * (3 * _k + 1)))
+
+
+def _airy_series(offset: int) -> list[float]:
+    """1 / prod (3j + offset - 1)(3j + offset), j = 1..k, for k = 0..13, lowest first."""
+    out = [1.0]
+    for j in range(1, _AI_TERMS + 1):
+        out.append(out[-1] / ((3 * j + offset - 1) * (3 * j + offset)))
+    return out
+
+
+_AI_F, _AI_G = _airy_series(0), _airy_series(1)
 # The largest float32 x whose expf(x) is finite is just below this: where torch computes in
 # float32 (float32, float16, bfloat16 outputs), i0 and i1 are inf from here on.
 _F32_EXP_OVERFLOW = 88.72283935546875
+_F32_MAX = 3.4028234663852886e38
 _LOW_PRECISION = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
 
@@ -449,6 +456,9 @@ def _y(g: RuleContext, x: ir.Value, order: int) -> ir.Value:
                         g.op.Sub(g.op.Mul(log_term, _j_near(g, x64, z, 1)),
                                  g.op.Div(_c(g, _TWO_OVER_PI), x64)))
     out = g.op.Where(g.op.LessOrEqual(x64, _c(g, 5.0)), near, _hankel(g, x64, order, True))
+    if order == 1 and g.dtype in _LOW_PRECISION:
+        # torch's float32 1/x overflows for x <= 2^-128, though Y1 itself would not yet.
+        out = g.op.Where(g.op.LessOrEqual(x64, _c(g, 2.0 ** -128)), _c(g, -math.inf), out)
     out = g.op.Where(g.op.Less(x64, _c(g, 0.0)), _c(g, math.nan), out)
     return _out(g, g.op.Where(g.op.Equal(x64, _c(g, 0.0)), _c(g, -math.inf), out))
 
@@ -500,7 +510,8 @@ def airy_ai(g: RuleContext, x: ir.Value) -> ir.Value:
     ax = g.op.Abs(x64)
     root = g.op.Sqrt(ax)
     quarter = g.op.Sqrt(root)  # |x|^(1/4)
-    zeta = g.op.Mul(g.op.Mul(ax, root), _c(g, 2.0 / 3.0))
+    two_x15 = g.op.Mul(g.op.Mul(ax, _c(g, 2.0)), root)
+    zeta = g.op.Div(two_x15, _c(g, 3.0))
     inv = g.op.Reciprocal(zeta)
     # x < -2.09: sqrt(1/pi) |x|^(-1/4) (sin(t) (1 + z^2 F(z^2)) - cos(t) z G(z^2)),
     # t = zeta + pi/4, z = 1/zeta.
@@ -520,6 +531,9 @@ def airy_ai(g: RuleContext, x: ir.Value) -> ir.Value:
     middle = g.op.Sub(g.op.Mul(_c(g, _AI0), f), g.op.Mul(_c(g, _AIP0), g_series))
     out = g.op.Where(g.op.GreaterOrEqual(x64, _c(g, 2.09)), right, middle)
     out = g.op.Where(g.op.Less(x64, _c(g, -2.09)), left, out)
+    if g.dtype in _LOW_PRECISION:
+        # torch's float32 2|x|^(3/2) overflows below -3.07e25: sin(inf), NaN.
+        out = g.op.Where(g.op.Greater(two_x15, _c(g, _F32_MAX)), _c(g, math.nan), out)
     # torch: 0 beyond 103.892 (where exp(zeta) nears float64 overflow), NaN at +-inf.
     out = g.op.Where(g.op.Greater(x64, _c(g, 103.892)), _c(g, 0.0), out)
     return _out(g, g.op.Where(g.op.IsInf(x64), _c(g, math.nan), out))
