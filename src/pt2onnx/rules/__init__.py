@@ -6,6 +6,7 @@ Importing this package registers every rule in ``pt2onnx._registry.REGISTRY``.
 from pt2onnx.rules import (  # noqa: F401
     attention,
     backward,
+    bessel,
     composite,
     control_flow,
     core,
