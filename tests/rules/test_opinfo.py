@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import warnings
 
+import onnx
+import onnx_ir as ir
 import opinfo_harness as harness
 import pytest
 import torch
@@ -62,6 +64,9 @@ def test_opinfo(case: OpCase, dtype: torch.dtype, opset: int, group: str) -> Non
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             prog = pt2onnx.export(module, tensors, opset=opset)
+        # Every file must pass onnx's full check (typed graph and subgraph outputs,
+        # shape inference), not only run in onnxruntime.
+        onnx.checker.check_model(ir.to_proto(prog.model), full_check=True)
         actual = prog.run(*tensors)
         atol, rtol = case.tolerance(dtype)
         outcome = harness.compare_outputs(expected, actual, atol, rtol,
