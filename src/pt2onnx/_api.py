@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ import onnx
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _capture, _compat, _decomp, _dynamic, _save, debug, passes
+from pt2onnx import _capture, _compat, _decomp, _dynamic, _legacy, _save, debug, passes
 from pt2onnx._registry import REGISTRY
 from pt2onnx._translate import Translator
 from pt2onnx.errors import ExportError, InvalidInputError, OpsetError, UnsupportedOperatorError
@@ -253,13 +254,16 @@ def export(
     custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
     weights: Any = None,
     dynamic: bool = False,
+    **torch_onnx_options: Any,
 ) -> OnnxProgram:
     """Exports a PyTorch model to ONNX.
 
     Args:
         model: an ``nn.Module``, a callable, or a ``torch.export.ExportedProgram``.
         args: example positional inputs, as a tuple.
-        f: where to write the ``.onnx`` file; nothing is written when None.
+        f: where to write the ``.onnx`` file (a path, or a binary file object such as
+            ``io.BytesIO``, which gets the whole model inline); nothing is written when
+            None.
         kwargs: example keyword inputs.
         dynamic_shapes: ``torch.export``-style dynamic shapes.
         input_names, output_names, dynamic_axes: ``torch.onnx``-style naming and
@@ -275,36 +279,58 @@ def export(
             streamed into ``<f>.data`` one tensor at a time.
         dynamic: make every axis of every tensor input dynamic where the model
             allows it; the report lists the axes the model fixed, and why.
+        **torch_onnx_options: every other keyword of ``torch.onnx.export``
+            (``opset_version``, ``export_params``, ``keep_initializers_as_inputs``,
+            ``training``, ``custom_opsets``, ``verbose``, ``custom_translation_table``,
+            ``do_constant_folding``, ...), with the meaning docs/migration.md gives; the
+            ones that have no effect here say so in a warning.
 
     Returns:
         An :class:`OnnxProgram`.
     """
     # The export allocates many small objects that live until it ends; Python's
     # cyclic GC would rescan all of them again and again (quadratic in graph size).
+    opset, custom_translations, legacy = _legacy.normalize(
+        opset, custom_translations, torch_onnx_options)
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _export(
-            model, args, f, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
-            input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes,
-            opset=opset, external_data=external_data, optimize=optimize, verify=verify,
-            report=report, custom_translations=custom_translations, weights=weights,
-            dynamic=dynamic,
-        )
+        with _legacy.training_mode(model, legacy.training):
+            prog = _export(
+                model, args, f, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+                input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes,
+                opset=opset, external_data=external_data, optimize=optimize, verify=verify,
+                report=report, custom_translations=custom_translations, weights=weights,
+                dynamic=dynamic, legacy=legacy,
+            )
     finally:
         if gc_was_enabled:
             gc.enable()
+    if legacy.training is not None and prog._module is not None:
+        # verify() and run()'s eager reference use the mode the model was exported in.
+        prog._module = _legacy.in_mode(prog._module, model, legacy.training)
+    if legacy.verbose:
+        print(prog.report.to_markdown(), file=sys.stderr)
+    return prog
 
 
 def _export(
     model: Any, args: Any, f: Any, *, kwargs: Any, dynamic_shapes: Any, input_names: Any,
     output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
     verify: bool, report: Any, custom_translations: Any, weights: Any, dynamic: bool = False,
+    legacy: _legacy.Options | None = None,
 ) -> OnnxProgram:
+    legacy = legacy or _legacy.Options()
     target_opset = _check_opset(opset)
     args, kwargs = _capture.check_args(args, kwargs)
     _check_leaves(args, kwargs)
-    if f is not None:
+    to_file_object = f is not None and hasattr(f, "write")
+    if to_file_object:
+        if external_data:
+            raise InvalidInputError(
+                "external_data=True needs a path to write <f>.data beside; f is a file "
+                "object. Next step: pass a path, or leave external_data unset.")
+    elif f is not None:
         _save.check_path(f)
     report_path = _report_path(report, f)
     if report_path is not None:
@@ -338,7 +364,7 @@ def _export(
     rep.dynamic_refinements, rep.fixed_axes = captured.refinements, captured.fixed_axes
     if captured.dynamic_shapes is not None:
         dynamic_shapes = captured.dynamic_shapes
-    for message in spec_warnings + captured.warnings:
+    for message in legacy.warnings + spec_warnings + captured.warnings:
         rep.warnings.append(message)
         warnings.warn(message, stacklevel=3)
 
@@ -402,6 +428,7 @@ def _export(
 
     with rep.stage("optimize"):
         onnx_model = passes.optimize(onnx_model) if optimize else passes.cleanup(onnx_model)
+    _legacy.apply(onnx_model, legacy, set(program.state_dict))
     rep.op_histogram = _histogram(onnx_model)
 
     if isinstance(model, torch.export.ExportedProgram):
@@ -412,7 +439,10 @@ def _export(
     prog._program, prog._fx_values = program, translator.fx_values
     prog._example, prog._extra_outputs = (args, kwargs), len(translator.extra_outputs)
     prog._sym_names, prog._traced = translator.sym_names, captured.traced
-    if f is not None:
+    if to_file_object:
+        with rep.stage("save"):
+            f.write(prog.model_proto.SerializeToString())
+    elif f is not None:
         with rep.stage("save"):
             prog.save(f, external_data=external_data, weights=weights)
     if verify:
@@ -450,11 +480,13 @@ def _dynamic_spec(
         )
     if isinstance(model, torch.export.ExportedProgram) or not (dynamic_axes or dynamic):
         return dynamic_shapes, []
-    inputs = _dynamic.bound_inputs(_capture.as_module(model), args, kwargs)
+    module = _capture.as_module(model)
+    inputs = _dynamic.bound_inputs(module, args, kwargs)
     if dynamic:
         return _dynamic.all_dynamic(inputs), []
     return _dynamic.dynamic_axes_to_shapes(
-        inputs, list(input_names or []) or None, list(output_names or []), dict(dynamic_axes)
+        inputs, list(input_names or []) or None, list(output_names or []), dict(dynamic_axes),
+        _dynamic.argument_names(module),
     )
 
 

@@ -254,3 +254,13 @@ def refine_dynamic_shapes(fixes: list[str], dynamic_shapes: Any) -> Any:
     return refine_dynamic_shapes_from_suggested_fixes(
         "Suggested fixes:\n" + "\n".join(f"  {f}" for f in fixes), dynamic_shapes
     )
+
+
+def exporter_error_base() -> type[Exception]:
+    """torch.onnx's error base class where this torch has one, so that code written
+    ``except torch.onnx.errors.OnnxExporterError`` also catches pt2onnx's errors."""
+    try:
+        from torch.onnx.errors import OnnxExporterError
+    except ImportError:  # pragma: no cover - every tested torch has it
+        return Exception
+    return OnnxExporterError

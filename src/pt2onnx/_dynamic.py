@@ -87,9 +87,18 @@ def _spec_like(value: Any, leaf_spec: Any) -> Any:
     return None
 
 
+def argument_names(module: Any) -> set[str]:
+    """The names of forward's parameters (given or left at their defaults)."""
+    forward = module.forward if isinstance(module, torch.nn.Module) else module
+    try:
+        return set(inspect.signature(forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
 def dynamic_axes_to_shapes(
     inputs: dict[str, Any], input_names: list[str] | None, output_names: list[str] | None,
-    dynamic_axes: dict[str, Any],
+    dynamic_axes: dict[str, Any], arg_names: set[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """torch.onnx-style ``dynamic_axes`` as a torch.export ``dynamic_shapes`` dict.
 
@@ -107,10 +116,17 @@ def dynamic_axes_to_shapes(
     chosen: dict[int, dict[int, Any]] = {}
     dims: dict[str, Any] = {}
     unknown = []
+    not_tensors = []
     for key, axes in dynamic_axes.items():
         index = by_key.get(key, by_key.get(re.sub(r"\W", "_", str(key))))
         if index is None:
-            if key not in (output_names or []):
+            if (key in inputs and not tensor_leaves({key: inputs[key]})) or (
+                    key not in inputs and key in (arg_names or ())):
+                # torch.onnx ignores a key naming an argument passed as a non-tensor
+                # (or left at its default): there is no axis to make dynamic.
+                not_tensors.append(key)
+            elif key not in (output_names or []) and not re.fullmatch(r"output(_\d+)?",
+                                                                        str(key)):
                 unknown.append(key)
             continue
         label = explicit[index] if index < len(explicit) else leaves[index][0]
@@ -139,6 +155,10 @@ def dynamic_axes_to_shapes(
     warnings = [
         f"dynamic_axes key {k!r} matches no input or output name and was ignored "
         f"(inputs: {explicit or names})." for k in unknown
+    ] + [
+        f"dynamic_axes key {k!r} names an argument that is not a tensor "
+        f"({type(inputs[k]).__name__ if k in inputs else 'left at its default'}) and was "
+        "ignored." for k in not_tensors
     ]
     ids = {id(t): i for i, (_, t) in enumerate(leaves)}
     shapes = {

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pt2onnx._compat import exporter_error_base
 
-class ExportError(Exception):
-    """Base class of every error pt2onnx raises on bad input or a failed export."""
+_Base: type[Exception] = exporter_error_base()
+
+
+class ExportError(_Base):  # type: ignore[misc,valid-type]
+    """Base class of every error pt2onnx raises on bad input or a failed export.
+
+    It subclasses ``torch.onnx.errors.OnnxExporterError`` (a ``RuntimeError``), so
+    ``except`` clauses written for torch.onnx keep working after switching."""
 
 
 class InvalidInputError(ExportError, TypeError):
