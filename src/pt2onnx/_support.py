@@ -38,7 +38,6 @@ XFAILS: dict[str, list[str]] = {
     "aten::amax.default": ["NaN inputs: onnxruntime ReduceMax drops a NaN unless it comes first along the axis"],
     "aten::amin.default": ["NaN inputs: onnxruntime ReduceMin drops a NaN unless it comes first along the axis"],
     "aten::convolution.default": ["transposed with output_padding >= stride: onnxruntime ConvTranspose rejects it"],
-    "aten::polygamma.default": ["n >= 1 with x <= 0: no reflection formula, gives NaN where torch is finite"],
     "aten::var_mean.correction": ["empty input: the mean is 0 (onnxruntime ReduceMean) where torch gives NaN"],
     "aten::std_mean.correction": ["empty input: the mean is 0 (onnxruntime ReduceMean) where torch gives NaN"],
     "aten::scaled_dot_product_attention.default": ["dropout_p > 0: exported without dropout (inference attention)"],

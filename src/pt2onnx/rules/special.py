@@ -18,6 +18,8 @@ import onnx_ir as ir
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
 from pt2onnx.rules._common import aten, is_float, operand
+from pt2onnx.rules.polynomials import any_true as _any_true
+from pt2onnx.rules.polynomials import loop as _loop
 
 F64 = ir.DataType.DOUBLE
 
@@ -212,24 +214,134 @@ def digamma(g: RuleContext, x: ir.Value) -> ir.Value:
     return g.cast(_digamma64(g, _in64(g, x)), g.dtype)
 
 
-def _polygamma_pos(g: RuleContext, n: int, x: ir.Value) -> ir.Value:
-    """polygamma(n, x) for n >= 1, x > 0: recurrence up to x + 8, then the series."""
-    sign = (-1.0) ** (n + 1)
+# pi split so that k * _PI_PARTS[0] and k * _PI_PARTS[1] are exact for |k| < 2^20
+# (fdlibm's pi/2 pieces, doubled).
+_PI_PARTS = (3.14159265346825122833e+00, 1.21542010126079319532e-10,
+             4.04453249742233291160e-21)
+
+
+def _sin64(g: RuleContext, v: ir.Value) -> ir.Value:
+    """sin in float64 with Cody-Waite reduction by pi: onnxruntime's float64 Sin loses
+    the low bits near multiples of pi (it returns 0 at fl(k pi), where sin is ~1e-16 k)."""
+    k = g.op.Round(g.op.Div(v, _c(g, math.pi)))
+    r = v
+    for part in _PI_PARTS:
+        r = g.op.Sub(r, g.op.Mul(k, _c(g, part)))
+    odd = g.op.Sub(k, g.op.Mul(_c(g, 2.0), g.op.Floor(g.op.Mul(k, _c(g, 0.5)))))
+    return g.op.Mul(g.op.Sin(r), g.op.Sub(_c(g, 1.0), g.op.Mul(_c(g, 2.0), odd)))
+
+
+def _trigamma64(g: RuleContext, x: ir.Value, dt: ir.DataType) -> ir.Value:
+    """torch's trigamma: reflection below 0.5, six recurrence steps, then the series.
+
+    sin(pi x) is rounded to the dtype as torch's float kernel computes it, so the poles
+    (non-positive integers) give torch's huge finite values rather than inf.
+    """
+    pi_x = g.cast(g.op.Mul(g.const(math.pi, dt), g.cast(x, dt)), F64)
+    s = g.cast(g.cast(_sin64(g, pi_x), dt), F64)
+    refl = g.op.Div(_c(g, math.pi * math.pi), g.op.Mul(s, s))
+    low = g.op.Less(x, _c(g, 0.5))
+    z = g.op.Where(low, g.op.Sub(_c(g, 1.0), x), x)
     total = _c(g, 0.0)
-    for k in range(_SHIFT):
-        total = g.op.Add(total, g.op.Pow(g.op.Add(x, _c(g, float(k))), _c(g, -(n + 1.0))))
-    z = g.op.Add(x, _c(g, float(_SHIFT)))
-    # psi^(n)(z) ~ (-1)^(n+1) [(n-1)!/z^n + n!/(2 z^(n+1)) + sum B_2k (2k+n-1)!/((2k)! z^(2k+n))]
-    bern = [1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6]
-    inv = g.op.Div(_c(g, 1.0), z)
-    inv2 = g.op.Mul(inv, inv)
-    coeffs = [b * math.factorial(2 * k + n - 1) / math.factorial(2 * k)
-              for k, b in enumerate(bern, start=1)]
-    series = g.op.Mul(inv2, _poly(g, inv2, coeffs))
-    lead = _c(g, math.factorial(n - 1))
-    head = g.op.Add(lead, g.op.Add(g.op.Mul(_c(g, math.factorial(n) / 2.0), inv), series))
-    asym = g.op.Mul(head, g.op.Pow(inv, _c(g, float(n))))
-    return g.op.Mul(_c(g, sign), g.op.Add(asym, g.op.Mul(_c(g, float(math.factorial(n))), total)))
+    for k in range(6):
+        zk = g.op.Add(z, _c(g, float(k)))
+        total = g.op.Add(total, g.op.Div(_c(g, 1.0), g.op.Mul(zk, zk)))
+    z6 = g.op.Add(z, _c(g, 6.0))
+    ixx = g.op.Div(_c(g, 1.0), g.op.Mul(z6, z6))
+    series = g.op.Add(g.op.Add(_c(g, 1.0), g.op.Div(_c(g, 0.5), z6)),
+                      g.op.Mul(ixx, _poly(g, ixx, [1.0 / 6, -1.0 / 30, 1.0 / 42])))
+    total = g.op.Add(total, g.op.Div(series, z6))
+    return g.op.Where(low, g.op.Sub(refl, total), total)
+
+
+# Euler-Maclaurin tail coefficients (2k)! / B_2k, as in Cephes' zeta.
+_ZETA_A = [12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
+           7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
+           -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18]
+_MACHEP = 1.11022302462515654042e-16
+# Direct terms beyond this many (q below about -1e6) give NaN instead of a long loop.
+ZETA_MAX_TERMS = 1 << 20
+
+
+def _zeta64(g: RuleContext, x: ir.Value, q: ir.Value) -> ir.Value:
+    """Hurwitz zeta(x, q) in float64, the steps of Cephes' zeta (torch's algorithm).
+
+    Direct terms (q + k)^-x until k >= 9 and q + k > 9 (an ONNX Loop: many terms for
+    negative q), stopping early once a term is below 2^-53 of the sum; then the
+    Euler-Maclaurin tail with up to 12 Bernoulli terms.
+    """
+    x = g.op.Expand(x, g.op.Shape(q))
+    q = g.op.Expand(q, g.op.Shape(x))
+    zero, one = _c(g, 0.0), _c(g, 1.0)
+    q_int = g.op.Equal(g.op.Floor(q), q)
+    nonpos = g.op.LessOrEqual(q, zero)
+    pole = g.op.And(nonpos, q_int)
+    undefined = g.op.And(g.op.And(nonpos, g.op.Not(q_int)),
+                         g.op.Not(g.op.Equal(g.op.Floor(x), x)))
+    special = g.op.Or(g.op.Or(g.op.LessOrEqual(x, one), pole), undefined)
+    neg_x = g.op.Neg(x)
+    s0 = g.op.Pow(q, neg_x)
+    b0 = g.op.Mul(s0, zero)
+    early0 = g.op.Expand(g.const(False, ir.DataType.BOOL), g.op.Shape(q))
+    for v in (s0, q, b0):
+        v.dtype = F64
+    early0.dtype = ir.DataType.BOOL
+
+    def body(g: RuleContext, it: ir.Value,
+             states: list[ir.Value]) -> tuple[ir.Value, list[ir.Value]]:
+        s, a, b, early = states
+        more = g.op.Or(g.op.Less(it, g.const(9, ir.DataType.INT64)),
+                       g.op.LessOrEqual(a, _c(g, 9.0)))
+        active = g.op.And(g.op.And(more, g.op.Not(early)), g.op.Not(special))
+        a_new = g.op.Add(a, one)
+        b_new = g.op.Pow(a_new, neg_x)
+        s_new = g.op.Add(s, b_new)
+        tol = g.op.Mul(_c(g, _MACHEP), s_new)
+        stop = g.op.And(g.op.Less(g.op.Neg(tol), b_new), g.op.Less(b_new, tol))
+        s = g.op.Where(active, s_new, s)
+        a = g.op.Where(active, a_new, a)
+        b = g.op.Where(active, b_new, b)
+        early = g.op.Or(early, g.op.And(active, stop))
+        nxt = g.op.Or(g.op.Less(g.op.Add(it, g.const(1, ir.DataType.INT64)),
+                                g.const(9, ir.DataType.INT64)),
+                      g.op.LessOrEqual(a, _c(g, 9.0)))
+        going = g.op.And(g.op.And(nxt, g.op.Not(early)), g.op.Not(special))
+        return _any_true(g, going), [s, a, b, early]
+
+    s, a, b, early = _loop(g, _any_true(g, g.op.Not(special)), [s0, q, b0, early0], body,
+                           max_trips=g.const(ZETA_MAX_TERMS, ir.DataType.INT64))
+    unfinished = g.op.And(g.op.And(g.op.Not(special), g.op.Not(early)),
+                          g.op.LessOrEqual(a, _c(g, 9.0)))
+    # Euler-Maclaurin tail at w = q + (terms taken).
+    w = a
+    t_s = g.op.Add(s, g.op.Div(g.op.Mul(b, w), g.op.Sub(x, one)))
+    t_s = g.op.Sub(t_s, g.op.Mul(_c(g, 0.5), b))
+    fac = one
+    k = 0.0
+    done = early
+    for coeff in _ZETA_A:
+        fac = g.op.Mul(fac, g.op.Add(x, _c(g, k)))
+        b = g.op.Div(b, w)
+        t = g.op.Div(g.op.Mul(fac, b), _c(g, coeff))
+        t_s = g.op.Where(done, t_s, g.op.Add(t_s, t))
+        done = g.op.Or(done, g.op.Less(g.op.Abs(g.op.Div(t, t_s)), _c(g, _MACHEP)))
+        k += 1.0
+        fac = g.op.Mul(fac, g.op.Add(x, _c(g, k)))
+        b = g.op.Div(b, w)
+        k += 1.0
+    out = g.op.Where(early, s, t_s)
+    out = g.op.Where(unfinished, _c(g, math.nan), out)
+    out = g.op.Where(undefined, _c(g, math.nan), out)
+    out = g.op.Where(pole, _c(g, math.inf), out)
+    out = g.op.Where(g.op.Less(x, one), _c(g, math.nan), out)
+    return g.op.Where(g.op.Equal(x, one), _c(g, math.inf), out)
+
+
+@translation([aten.special_zeta.default, aten.special_zeta.self_scalar,
+              aten.special_zeta.other_scalar])
+def zeta(g: RuleContext, x: Any, q: Any) -> ir.Value:
+    """special_zeta(Tensor self, Tensor other) -> Tensor"""
+    return g.cast(_zeta64(g, operand(g, x, F64), operand(g, q, F64)), g.dtype)
 
 
 @translation(aten.polygamma.default)
@@ -240,11 +352,11 @@ def polygamma(g: RuleContext, n: int, x: ir.Value) -> ir.Value:
         return g.cast(_digamma64(g, x64), g.dtype)
     if n < 0:
         raise ValueError("polygamma does not support negative n")
-    pos = _polygamma_pos(g, n, g.op.Max(x64, _c(g, 1e-300)))
-    # No reflection formula is used: x <= 0 is exact only at the poles (NaN here; torch
-    # returns inf or NaN there), so non-positive inputs give NaN.
-    out = g.op.Where(g.op.Greater(x64, _c(g, 0.0)), pos, _c(g, math.nan))
-    return g.cast(out, g.dtype)
+    if n == 1:
+        return g.cast(_trigamma64(g, x64, g.dtype), g.dtype)
+    # torch: (-1)^(n+1) n! zeta(n + 1, x), zeta rounded to the dtype first.
+    z = g.cast(_zeta64(g, _c(g, float(n + 1)), x64), g.dtype)
+    return g.op.Mul(g.const((-1.0) ** (n + 1) * math.factorial(n), g.dtype), z)
 
 
 # -- sign bits and exponents ----------------------------------------------------------
