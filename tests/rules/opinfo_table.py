@@ -189,6 +189,7 @@ CASES: list[OpCase] = [
     case("special.laguerre_polynomial_l", f32),
     case("special.legendre_polynomial_p", f32),
     case("special.zeta", f32),
+    case("nextafter", f32),
     case("H", f32),
     case("T", f32),
     case("__getitem__", f32),

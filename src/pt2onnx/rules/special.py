@@ -430,3 +430,59 @@ def frexp(g: RuleContext, x: ir.Value) -> tuple[ir.Value, ir.Value]:
     m = g.op.Where(special, x64, m)
     e = g.op.Where(special, _c(g, 0.0), e)
     return g.cast(m, g.dtype), g.op.Cast(e, to=ir.DataType.INT32)
+
+
+# (mantissa bits, smallest normal exponent, largest finite value) per float dtype.
+_FLOAT_LAYOUT = {
+    ir.DataType.FLOAT: (23, -126, 3.4028234663852886e38),
+    ir.DataType.DOUBLE: (52, -1022, 1.7976931348623157e308),
+    ir.DataType.FLOAT16: (10, -14, 65504.0),
+    ir.DataType.BFLOAT16: (7, -126, 3.3895313892515355e38),
+}
+
+
+@translation(aten.nextafter.default)
+def nextafter(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
+    """nextafter(Tensor self, Tensor other) -> Tensor"""
+    # No bit casts before opset 26: the step is the ulp 2^(e - mantissa bits), with e the
+    # exact binary exponent of |x| (clamped at the subnormal range), halved when moving
+    # toward zero from a power of two. All steps are exact in float64.
+    dt = g.dtype
+    if dt not in _FLOAT_LAYOUT:
+        raise TypeError(f"nextafter: no rule for dtype {dt}; torch supports float types only")
+    mant, emin, largest = _FLOAT_LAYOUT[dt]
+    x, y = operand(g, a, dt), operand(g, b, dt)
+    x = g.op.Expand(x, g.op.Shape(y))
+    y = g.op.Expand(y, g.op.Shape(x))
+    x64, y64 = _in64(g, x), _in64(g, y)
+    mag = g.op.Abs(x64)
+    safe = g.op.Where(g.op.Or(g.op.Equal(mag, _c(g, 0.0)), g.op.Not(g.op.Less(mag, _c(g, math.inf)))),
+                      _c(g, 1.0), mag)
+    e = g.op.Floor(g.op.Div(g.op.Log(safe), _c(g, math.log(2.0))))
+    two = _c(g, 2.0)
+    e = g.op.Where(g.op.Greater(g.op.Pow(two, e), safe), g.op.Sub(e, _c(g, 1.0)), e)
+    e = g.op.Where(g.op.LessOrEqual(g.op.Pow(two, g.op.Add(e, _c(g, 1.0))), safe),
+                   g.op.Add(e, _c(g, 1.0)), e)
+    ec = g.op.Max(e, _c(g, float(emin)))
+    ulp = g.op.Pow(two, g.op.Sub(ec, _c(g, float(mant))))
+    # Toward zero from an exact power of two (above the subnormals): half a step.
+    power = g.op.And(g.op.Equal(g.op.Pow(two, e), safe), g.op.Greater(e, _c(g, float(emin))))
+    up = g.op.Greater(y64, x64)
+    away = g.op.Equal(up, g.op.Greater(x64, _c(g, 0.0)))
+    step = g.op.Where(g.op.And(g.op.Not(away), power), g.op.Mul(ulp, _c(g, 0.5)), ulp)
+    out = g.op.Where(up, g.op.Add(x64, step), g.op.Sub(x64, step))
+    # From +-inf: the largest finite value; from 0: the smallest subnormal toward y.
+    out = g.op.Where(g.op.IsInf(x64), g.op.Mul(g.op.Sign(x64), _c(g, largest)), out)
+    tiny = _c(g, 2.0 ** (emin - mant))
+    out = g.op.Where(g.op.Equal(x64, _c(g, 0.0)),
+                     g.op.Where(up, tiny, g.op.Neg(tiny)), out)
+    same = g.op.Equal(x64, y64)
+    out = g.op.Where(same, y64, out)
+    out = g.op.Where(g.op.Or(g.op.IsNaN(x64), g.op.IsNaN(y64)), _c(g, math.nan), out)
+    # Zero results carry the sign of y (x == y) or of x (a step to zero); onnxruntime's
+    # Where drops the sign of a -0.0 it selects, so the sign is applied by a product.
+    negative = g.op.Or(g.op.And(same, g.op.Less(g.op.Reciprocal(y64), _c(g, 0.0))),
+                       g.op.And(g.op.Not(same), g.op.Less(x64, _c(g, 0.0))))
+    flip = g.op.And(g.op.Equal(out, _c(g, 0.0)), negative)
+    out = g.op.Mul(out, g.op.Where(flip, _c(g, -1.0), _c(g, 1.0)))
+    return g.cast(out, dt)
