@@ -190,6 +190,8 @@ CASES: list[OpCase] = [
     case("special.legendre_polynomial_p", f32),
     case("special.zeta", f32),
     case("nextafter", f32),
+    case("igamma", f32),
+    case("igammac", f32),
     case("H", f32),
     case("T", f32),
     case("__getitem__", f32),
