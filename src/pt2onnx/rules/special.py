@@ -4,8 +4,10 @@ The approximations run in float64 inside the graph (onnxruntime has float64 Exp,
 Sin, Erf...) and round once to the output dtype. Measured against torch in float64 over
 the OpInfo samples and a dense sweep (docs/ops.md states the accuracy of each):
 erfc, erfcx: relative error below 2e-7; erfinv, ndtri: below 3e-7 (one Newton step);
-lgamma: absolute error below 1e-6 (2e-7 relative away from its zeros); digamma,
-polygamma: relative error below 1e-7 away from the poles.
+lgamma: absolute error below 1e-6 (2e-7 relative away from its zeros); digamma:
+relative error below 1e-7 away from the poles. polygamma (n >= 2) and zeta follow torch's
+Cephes zeta step for step (float64 results bit-identical); igamma/igammac converge their
+series in an ONNX Loop; nextafter is exact.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import onnx_ir as ir
 
 from pt2onnx._builder import RuleContext
@@ -263,12 +266,13 @@ _MACHEP = 1.11022302462515654042e-16
 ZETA_MAX_TERMS = 1 << 20
 
 
-def _zeta64(g: RuleContext, x: ir.Value, q: ir.Value) -> ir.Value:
+def _zeta64(g: RuleContext, x: ir.Value, q: ir.Value, dt: ir.DataType) -> ir.Value:
     """Hurwitz zeta(x, q) in float64, the steps of Cephes' zeta (torch's algorithm).
 
     Direct terms (q + k)^-x until k >= 9 and q + k > 9 (an ONNX Loop: many terms for
     negative q), stopping early once a term is below 2^-53 of the sum; then the
-    Euler-Maclaurin tail with up to 12 Bernoulli terms.
+    Euler-Maclaurin tail with up to 12 Bernoulli terms. As in torch, the first term
+    q^-x is rounded to the input dtype ``dt`` (torch's pow of the two inputs).
     """
     x = g.op.Expand(x, g.op.Shape(q))
     q = g.op.Expand(q, g.op.Shape(x))
@@ -280,7 +284,7 @@ def _zeta64(g: RuleContext, x: ir.Value, q: ir.Value) -> ir.Value:
                          g.op.Not(g.op.Equal(g.op.Floor(x), x)))
     special = g.op.Or(g.op.Or(g.op.LessOrEqual(x, one), pole), undefined)
     neg_x = g.op.Neg(x)
-    s0 = g.op.Pow(q, neg_x)
+    s0 = g.cast(g.cast(g.op.Pow(q, neg_x), dt), F64)
     b0 = g.op.Mul(s0, zero)
     early0 = g.op.Expand(g.const(False, ir.DataType.BOOL), g.op.Shape(q))
     for v in (s0, q, b0):
@@ -341,7 +345,7 @@ def _zeta64(g: RuleContext, x: ir.Value, q: ir.Value) -> ir.Value:
               aten.special_zeta.other_scalar])
 def zeta(g: RuleContext, x: Any, q: Any) -> ir.Value:
     """special_zeta(Tensor self, Tensor other) -> Tensor"""
-    return g.cast(_zeta64(g, operand(g, x, F64), operand(g, q, F64)), g.dtype)
+    return g.cast(_zeta64(g, operand(g, x, F64), operand(g, q, F64), g.dtype), g.dtype)
 
 
 @translation(aten.polygamma.default)
@@ -354,9 +358,14 @@ def polygamma(g: RuleContext, n: int, x: ir.Value) -> ir.Value:
         raise ValueError("polygamma does not support negative n")
     if n == 1:
         return g.cast(_trigamma64(g, x64, g.dtype), g.dtype)
-    # torch: (-1)^(n+1) n! zeta(n + 1, x), zeta rounded to the dtype first.
-    z = g.cast(_zeta64(g, _c(g, float(n + 1)), x64), g.dtype)
-    return g.op.Mul(g.const((-1.0) ** (n + 1) * math.factorial(n), g.dtype), z)
+    # torch: (-1)^(n+1) exp(lgamma(n + 1)) zeta(n + 1, x), zeta rounded to the dtype
+    # first and n! taken as exp(lgamma(n + 1)) in the dtype (24.00003 for n = 4 in float32).
+    z = g.cast(_zeta64(g, _c(g, float(n + 1)), x64, g.dtype), g.dtype)
+    if g.dtype == F64:
+        factor = math.exp(math.lgamma(n + 1.0))
+    else:
+        factor = float(np.float32(math.exp(float(np.float32(math.lgamma(n + 1.0))))))
+    return g.op.Mul(g.const((-1.0) ** (n + 1) * factor, g.dtype), z)
 
 
 # -- sign bits and exponents ----------------------------------------------------------
