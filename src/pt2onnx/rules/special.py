@@ -395,7 +395,8 @@ def copysign(g: RuleContext, a: Any, b: Any) -> ir.Value:
     """copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
     mag = g.op.Abs(operand(g, a, g.dtype))
     sign = _signbit(g, operand(g, b, g.dtype))
-    return g.op.Where(sign, g.op.Neg(mag), mag)
+    # A product, not Where(sign, -mag, mag): onnxruntime's Where drops the sign of -0.0.
+    return g.op.Mul(mag, g.op.Where(sign, g.const(-1.0, g.dtype), g.const(1.0, g.dtype)))
 
 
 @translation(aten.ldexp.Tensor)
@@ -460,10 +461,10 @@ def nextafter(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
     if dt not in _FLOAT_LAYOUT:
         raise TypeError(f"nextafter: no rule for dtype {dt}; torch supports float types only")
     mant, emin, largest = _FLOAT_LAYOUT[dt]
-    x, y = operand(g, a, dt), operand(g, b, dt)
-    x = g.op.Expand(x, g.op.Shape(y))
-    y = g.op.Expand(y, g.op.Shape(x))
-    x64, y64 = _in64(g, x), _in64(g, y)
+    # Every float dtype converts exactly to float64 (and onnxruntime has no bfloat16 Expand).
+    x64, y64 = operand(g, a, F64), operand(g, b, F64)
+    x64 = g.op.Expand(x64, g.op.Shape(y64))
+    y64 = g.op.Expand(y64, g.op.Shape(x64))
     mag = g.op.Abs(x64)
     safe = g.op.Where(g.op.Or(g.op.Equal(mag, _c(g, 0.0)), g.op.Not(g.op.Less(mag, _c(g, math.inf)))),
                       _c(g, 1.0), mag)
