@@ -20,6 +20,7 @@ from pt2onnx.rules import (  # noqa: F401
     linalg,
     nn,
     norm,
+    polynomials,
     random,
     reduction,
     scatter,
