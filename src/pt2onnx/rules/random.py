@@ -44,6 +44,12 @@ def _no_generator(g: RuleContext, generator: Any) -> None:
         )
 
 
+def _output(g: RuleContext, value: ir.Value, have: ir.DataType) -> ir.Value:
+    """``value``, computed as ``have``, as the output dtype (a Cast only when they differ)."""
+    value.dtype = have
+    return g.cast(value, g.dtype)
+
+
 def _draw(g: RuleContext, kind: str, like: ir.Value | None = None, size: Any = None,
           work: ir.DataType | None = None) -> ir.Value:
     """Standard ``kind`` ("RandomUniform" [0, 1) or "RandomNormal") samples in the
@@ -79,28 +85,28 @@ def _affine(g: RuleContext, z: ir.Value, shift: Any, scale: Any,
 def rand(g: RuleContext, size: list[Any], *, generator: Any = None, **_: Any) -> ir.Value:
     """rand(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
     _no_generator(g, generator)
-    return g.cast(_draw(g, "RandomUniform", size=size), g.dtype)
+    return _output(g, _draw(g, "RandomUniform", size=size), _work(g.dtype))
 
 
 @translation([aten.randn.default, aten.randn.generator])
 def randn(g: RuleContext, size: list[Any], *, generator: Any = None, **_: Any) -> ir.Value:
     """randn(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
     _no_generator(g, generator)
-    return g.cast(_draw(g, "RandomNormal", size=size), g.dtype)
+    return _output(g, _draw(g, "RandomNormal", size=size), _work(g.dtype))
 
 
 @translation([aten.rand_like.default, aten.rand_like.generator])
 def rand_like(g: RuleContext, x: ir.Value, *, generator: Any = None, **_: Any) -> ir.Value:
     """rand_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
     _no_generator(g, generator)
-    return g.cast(_draw(g, "RandomUniform", like=x), g.dtype)
+    return _output(g, _draw(g, "RandomUniform", like=x), _work(g.dtype))
 
 
 @translation([aten.randn_like.default, aten.randn_like.generator])
 def randn_like(g: RuleContext, x: ir.Value, *, generator: Any = None, **_: Any) -> ir.Value:
     """randn_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
     _no_generator(g, generator)
-    return g.cast(_draw(g, "RandomNormal", like=x), g.dtype)
+    return _output(g, _draw(g, "RandomNormal", like=x), _work(g.dtype))
 
 
 @translation(aten.uniform.default)
@@ -109,7 +115,7 @@ def uniform(g: RuleContext, x: ir.Value, low: float = 0.0, high: float = 1.0, *,
     """uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor"""
     _no_generator(g, generator)
     u = _draw(g, "RandomUniform", like=x)
-    return g.cast(_affine(g, u, low, float(high) - float(low)), g.dtype)
+    return _output(g, _affine(g, u, low, float(high) - float(low)), _work(g.dtype))
 
 
 @translation(aten.normal_functional.default)
@@ -117,7 +123,7 @@ def normal_functional(g: RuleContext, x: ir.Value, mean: float = 0.0, std: float
                       generator: Any = None) -> ir.Value:
     """normal_functional(Tensor self, float mean=0., float std=1., *, Generator? generator=None) -> Tensor"""
     _no_generator(g, generator)
-    return g.cast(_affine(g, _draw(g, "RandomNormal", like=x), mean, std), g.dtype)
+    return _output(g, _affine(g, _draw(g, "RandomNormal", like=x), mean, std), _work(g.dtype))
 
 
 @translation([aten.normal.Tensor_float, aten.normal.float_Tensor, aten.normal.Tensor_Tensor])
@@ -129,7 +135,7 @@ def normal(g: RuleContext, mean: Any, std: Any = 1.0, *, generator: Any = None) 
     # The output has the broadcast shape of mean and std.
     like = tensors[0] if len(tensors) == 1 else g.op.Add(*tensors)
     z = _draw(g, "RandomNormal", like=like)
-    return g.cast(_affine(g, z, mean, std), g.dtype)
+    return _output(g, _affine(g, z, mean, std), _work(g.dtype))
 
 
 @translation(aten.normal.float_float)
@@ -137,7 +143,8 @@ def normal_float_float(g: RuleContext, mean: float, std: float, size: list[Any],
                        generator: Any = None, **_: Any) -> ir.Value:
     """normal.float_float(float mean, float std, SymInt[] size, *, Generator? generator=None, ScalarType? dtype=None, ...) -> Tensor"""
     _no_generator(g, generator)
-    return g.cast(_affine(g, _draw(g, "RandomNormal", size=size), mean, std), g.dtype)
+    z = _draw(g, "RandomNormal", size=size)
+    return _output(g, _affine(g, z, mean, std), _work(g.dtype))
 
 
 @translation(aten.log_normal.default)
@@ -146,7 +153,7 @@ def log_normal(g: RuleContext, x: ir.Value, mean: float = 1.0, std: float = 2.0,
     """log_normal(Tensor self, float mean=1., float std=2., *, Generator? generator=None) -> Tensor"""
     _no_generator(g, generator)
     z = _draw(g, "RandomNormal", like=x)
-    return g.cast(g.op.Exp(_affine(g, z, mean, std)), g.dtype)
+    return _output(g, g.op.Exp(_affine(g, z, mean, std)), _work(g.dtype))
 
 
 # -- inverse-CDF transforms of uniform samples ----------------------------------------
@@ -164,7 +171,7 @@ def exponential(g: RuleContext, x: ir.Value, lambd: float = 1.0, *,
     _no_generator(g, generator)
     v, work = _one_minus_uniform(g, x)
     out = g.op.Mul(g.op.Log(v), g.const(-1.0 / float(lambd), work))
-    return g.cast(out, g.dtype)
+    return _output(g, out, _work(g.dtype))
 
 
 @translation(aten.geometric.default)
@@ -172,12 +179,12 @@ def geometric(g: RuleContext, x: ir.Value, p: float, *, generator: Any = None) -
     """geometric(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
     _no_generator(g, generator)
     if p >= 1:
-        return g.cast(g.op.Expand(g.const(1.0, _FLOAT), g.op.Shape(x)), g.dtype)
+        return _output(g, g.op.Expand(g.const(1.0, _FLOAT), g.op.Shape(x)), _FLOAT)
     v, work = _one_minus_uniform(g, x)
     # The number of trials to the first success: ceil(log V / log(1 - p)), at least 1
     # (V = 1 has probability ~2**-24 and would give 0).
     trials = g.op.Ceil(g.op.Div(g.op.Log(v), g.const(math.log1p(-float(p)), work)))
-    return g.cast(g.op.Max(trials, g.const(1.0, work)), g.dtype)
+    return _output(g, g.op.Max(trials, g.const(1.0, work)), _work(g.dtype))
 
 
 @translation(aten.cauchy.default)
@@ -190,7 +197,7 @@ def cauchy(g: RuleContext, x: ir.Value, median: float = 0.0, sigma: float = 1.0,
     angle = g.op.Mul(g.op.Sub(u, g.const(0.5, work)), g.const(math.pi, work))
     # onnxruntime has no double Tan kernel.
     tan = g.op.Tan(angle) if work == _FLOAT else g.op.Div(g.op.Sin(angle), g.op.Cos(angle))
-    return g.cast(_affine(g, tan, median, sigma), g.dtype)
+    return _output(g, _affine(g, tan, median, sigma), _work(g.dtype))
 
 
 # -- integers -------------------------------------------------------------------------
@@ -205,7 +212,7 @@ def _randint(g: RuleContext, low: Any, high: Any, like: ir.Value | None = None,
     value = g.op.Floor(g.op.Add(lo, g.op.Mul(u, g.op.Sub(hi, lo))))
     # Rounding of low + U * span can reach high; keep the bound exclusive.
     value = g.op.Min(value, g.op.Sub(hi, g.const(1.0, _DOUBLE)))
-    return g.cast(value, g.dtype)
+    return _output(g, value, _DOUBLE)
 
 
 @translation([aten.randint.default, aten.randint.generator])
@@ -248,7 +255,7 @@ def randperm(g: RuleContext, n: Any, **_: Any) -> ir.Value:
     keys = g.op.RandomUniformLike(g.op.ConstantOfShape(count), dtype=_FLOAT)
     # The order that sorts i.i.d. uniform keys is a uniformly random permutation.
     _, order = g.op.TopK(keys, count, axis=0, _outputs=2)
-    return g.cast(order, g.dtype)
+    return _output(g, order, ir.DataType.INT64)
 
 
 # -- bernoulli and multinomial --------------------------------------------------------
@@ -259,7 +266,7 @@ def bernoulli(g: RuleContext, p: ir.Value, *, generator: Any = None) -> ir.Value
     _no_generator(g, generator)
     probs = p if p.dtype in (ir.DataType.FLOAT16, _FLOAT, _DOUBLE) else g.cast(p, _FLOAT)
     out_type = g.dtype if g.dtype in _BERNOULLI_OUT else _FLOAT
-    return g.cast(g.op.Bernoulli(probs, dtype=out_type), g.dtype)
+    return _output(g, g.op.Bernoulli(probs, dtype=out_type), out_type)
 
 
 @translation([aten.bernoulli.p, aten.bernoulli.Tensor])
@@ -269,7 +276,7 @@ def bernoulli_p(g: RuleContext, x: ir.Value, p: Any = 0.5, *, generator: Any = N
     work = _work(g.dtype)
     u = _draw(g, "RandomUniform", like=x)
     prob = g.cast(p, work) if isinstance(p, ir.Value) else g.const(float(p), work)
-    return g.cast(g.op.Less(u, prob), g.dtype)
+    return _output(g, g.op.Less(u, prob), ir.DataType.BOOL)
 
 
 @translation(aten.multinomial.default)
@@ -293,7 +300,7 @@ def multinomial(g: RuleContext, weights: ir.Value, num_samples: int, replacement
         _, out = g.op.TopK(g.op.Add(logits, gumbel), k, axis=-1, _outputs=2)
     if not batched:
         out = g.op.Squeeze(out, g.const([0]))
-    return g.cast(out, g.dtype)
+    return _output(g, out, ir.DataType.INT64)
 
 
 # -- dropout and rrelu ----------------------------------------------------------------
