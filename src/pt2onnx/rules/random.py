@@ -1,7 +1,7 @@
 """Random ops: samplers, dropout, rrelu and fractional max pooling.
 
 The exported graph draws from onnxruntime's generator (RandomUniform, RandomNormal,
-Bernoulli, Multinomial), so values never equal eager's; only the distribution does.
+Multinomial), so values never equal eager's; only the distribution does.
 tests/test_random_rules.py checks each distribution statistically. Other distributions
 are transforms of uniform or normal samples (inverse CDFs). A ``torch.Generator``
 argument does not carry over: the rule warns and samples from onnxruntime's generator.
@@ -21,11 +21,6 @@ from pt2onnx._registry import op_name, translation
 from pt2onnx.rules._common import aten, shape_value, static_dims
 
 _FLOAT, _DOUBLE = ir.DataType.FLOAT, ir.DataType.DOUBLE
-# Types onnxruntime's Bernoulli kernel writes (its probabilities are float16/float/double).
-_BERNOULLI_OUT = frozenset({
-    ir.DataType.FLOAT16, _FLOAT, _DOUBLE, ir.DataType.BOOL, ir.DataType.UINT8,
-    ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64,
-})
 
 
 def _work(dtype: ir.DataType) -> ir.DataType:
@@ -260,21 +255,20 @@ def randperm(g: RuleContext, n: Any, **_: Any) -> ir.Value:
 
 # -- bernoulli and multinomial --------------------------------------------------------
 
-@translation(aten.bernoulli.default)
-def bernoulli(g: RuleContext, p: ir.Value, *, generator: Any = None) -> ir.Value:
-    """bernoulli(Tensor self, *, Generator? generator=None) -> Tensor"""
-    _no_generator(g, generator)
-    probs = p if p.dtype in (ir.DataType.FLOAT16, _FLOAT, _DOUBLE) else g.cast(p, _FLOAT)
-    out_type = g.dtype if g.dtype in _BERNOULLI_OUT else _FLOAT
-    return _output(g, g.op.Bernoulli(probs, dtype=out_type), out_type)
+@translation([aten.bernoulli.default, aten.bernoulli.p, aten.bernoulli.Tensor])
+def bernoulli(g: RuleContext, x: ir.Value, p: Any = None, *, generator: Any = None) -> ir.Value:
+    """bernoulli.Tensor(Tensor self, Tensor p, *, Generator? generator=None) -> Tensor
 
-
-@translation([aten.bernoulli.p, aten.bernoulli.Tensor])
-def bernoulli_p(g: RuleContext, x: ir.Value, p: Any = 0.5, *, generator: Any = None) -> ir.Value:
-    """bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
+    ``bernoulli(self)`` draws with the probabilities in self; ``.p`` and ``.Tensor``
+    take them from p, in self's shape.
+    """
     _no_generator(g, generator)
+    # U < p, not ONNX Bernoulli: onnxruntime 1.31's Bernoulli kernel gives 1 with
+    # probability 1 - p (measured: P(1) = 0.9 for p = 0.1).
     work = _work(g.dtype)
     u = _draw(g, "RandomUniform", like=x)
+    if p is None:
+        p = x
     prob = g.cast(p, work) if isinstance(p, ir.Value) else g.const(float(p), work)
     return _output(g, g.op.Less(u, prob), ir.DataType.BOOL)
 
