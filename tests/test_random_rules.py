@@ -3,7 +3,9 @@
 Each test exports a sampling op on a large tensor (100k draws), runs it in onnxruntime
 seeded with ``onnxruntime.set_seed`` (so the test is deterministic) and checks the
 draws against the distribution's parameters: mean and variance within a few standard
-errors, the support, integer values, rates and frequencies.
+errors, the support, integer values, rates and frequencies. (Small seeds are avoided:
+onnxruntime seeds the random nodes of a session consecutively, and after ``set_seed(0)``
+the first two draw the same values; see docs/ops.md.)
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class _Fn(torch.nn.Module):
         return self.fn(*args)
 
 
-def sample(fn: Callable[..., Any], *inputs: torch.Tensor, seed: int = 0,
+def sample(fn: Callable[..., Any], *inputs: torch.Tensor, seed: int = 1234,
            opset: int | None = None) -> list[np.ndarray]:
     """fn's outputs from the exported model, with onnxruntime's generator seeded."""
     with warnings.catch_warnings():
@@ -373,7 +375,7 @@ def test_generator_warns_and_still_samples() -> None:
 
     with pytest.warns(UserWarning, match="torch.Generator"):
         prog = pt2onnx.export(WithGenerator(), (X,))
-    ort.set_seed(0)
+    ort.set_seed(1234)
     (u,) = prog.run(X)
     check_mean(u, 0.5, 1 / 12)
 
