@@ -38,6 +38,13 @@ class _Fn(torch.nn.Module):
         return self.fn(*args)
 
 
+class _Fn2(_Fn):
+    """Two named inputs, for ``dynamic_shapes`` (which cannot name ``*args``)."""
+
+    def forward(self, x: torch.Tensor, s: torch.Tensor | None = None) -> Any:  # type: ignore[override]
+        return self.fn(x) if s is None else self.fn(x, s)
+
+
 def sample(fn: Callable[..., Any], *inputs: torch.Tensor, seed: int = 1234,
            opset: int | None = None) -> list[np.ndarray]:
     """fn's outputs from the exported model, with onnxruntime's generator seeded."""
@@ -394,3 +401,49 @@ def test_seeded_runs_repeat() -> None:
     again = sample(fn, torch.zeros(8), seed=7)
     for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+DYNAMIC = {
+    "rand_like": lambda x: torch.rand_like(x),
+    "randn_size": lambda x: torch.randn(x.shape, dtype=torch.float16),
+    "normal_tensors": lambda x: torch.normal(x, x.abs() + 1),
+    "normal_size": lambda x: torch.normal(0.0, 1.0, size=x.shape),
+    "geometric_": lambda x: x.clone().geometric_(0.3),
+    "randint_size": lambda x: torch.randint(0, 5, x.shape),
+    "bernoulli": lambda x: torch.bernoulli(x.sigmoid()),
+    "multinomial": lambda x: torch.multinomial(x.abs() + 0.1, 4),
+    "multinomial_replacement": lambda x: torch.multinomial(x.abs() + 0.1, 4, replacement=True),
+    "rrelu": lambda x: F.rrelu(x, training=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC))
+def test_dynamic_batch(name: str) -> None:
+    fn = DYNAMIC[name]
+    batch = torch.export.Dim("batch", min=2, max=1024)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(_Fn2(fn), (torch.randn(4, 12),),
+                              dynamic_shapes={"x": {0: batch}})
+    for n in (3, 9):
+        x = torch.randn(n, 12)
+        (out,) = prog.run(x)
+        expected = fn(x)
+        assert out.shape == tuple(expected.shape) and out.dtype == expected.numpy().dtype
+
+
+def test_fractional_max_pool_dynamic_batch_matches_eager() -> None:
+    def fn(t: torch.Tensor, s: torch.Tensor) -> Any:
+        return F.fractional_max_pool2d(t, 2, output_size=(3, 2), return_indices=True,
+                                       _random_samples=s)
+
+    batch = torch.export.Dim("batch", min=2, max=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(_Fn2(fn), (torch.randn(4, 3, 7, 5), torch.rand(4, 3, 2)),
+                              dynamic_shapes={"x": {0: batch}, "s": {0: batch}})
+    x, s = torch.randn(6, 3, 7, 5), torch.rand(6, 3, 2)
+    values, indices = prog.run(x, s)
+    expected = fn(x, s)
+    np.testing.assert_array_equal(indices, expected[1].numpy())
+    np.testing.assert_array_equal(values, expected[0].numpy())

@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import op_name, translation
-from pt2onnx.rules._common import aten, shape_value, static_dims
+from pt2onnx.rules._common import aten, shape_value
 
 _FLOAT, _DOUBLE = ir.DataType.FLOAT, ir.DataType.DOUBLE
 
@@ -367,14 +367,14 @@ def _interval_starts(g: RuleContext, sample: ir.Value, work: ir.DataType, size: 
 def _fractional_max_pool(g: RuleContext, x: ir.Value, kernel_size: list[int],
                          output_size: list[int], samples: ir.Value) -> tuple[ir.Value, ir.Value]:
     n = len(kernel_size)
-    dims = static_dims(x)
-    if dims is None or len(dims) not in (n + 1, n + 2):
+    dims = list(x.shape) if x.shape is not None else []
+    spatial = [d for d in dims[-n:] if isinstance(d, int)]
+    if len(dims) not in (n + 1, n + 2) or len(spatial) != n:
         raise ValueError(f"fractional_max_pool{n}d needs an input of rank {n + 1} or {n + 2} "
-                         f"with static sizes; got shape {x.shape}")
+                         f"with static spatial sizes; got shape {x.shape}")
     batched = len(dims) == n + 2
     if not batched:
         x = g.op.Unsqueeze(x, g.const([0]))
-    spatial = dims[-n:]
     work = _DOUBLE if samples.dtype == _DOUBLE else _FLOAT
     samples = g.cast(samples, work)
     # torch stores the samples per plane as (W, H) for 2-D and (T, H, W) for 3-D.
