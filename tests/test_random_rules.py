@@ -242,6 +242,21 @@ def test_randint_like() -> None:
     check_frequencies(b.astype(np.int64), {k: 0.25 for k in range(-2, 2)})
 
 
+def test_random_in_place() -> None:
+    (a, b, c, d) = sample(
+        lambda t, i, u, f: (t.clone().random_(7), i.clone().random_(), u.clone().random_(),
+                            f.clone().random_()),
+        X, torch.zeros(N, dtype=torch.int64), torch.zeros(N, dtype=torch.uint8), X.half())
+    assert a.dtype == np.float32 and integral(a)
+    check_frequencies(a.astype(np.int64), {k: 1 / 7 for k in range(7)})
+    # Without bounds: the dtype's range, [0, 2**11] for float16.
+    assert b.dtype == np.int64 and b.min() >= 0
+    check_mean(b / 2.0**63, 0.5, 1 / 12)
+    check_frequencies(c, {k: 1 / 256 for k in range(256)})
+    assert d.dtype == np.float16 and integral(d) and d.min() >= 0 and d.max() <= 2048
+    check_mean(d.astype(np.float64) / 2049, 0.5, 1 / 12)
+
+
 def test_randperm_is_a_permutation() -> None:
     (x,) = sample(lambda t: torch.randperm(1000) + t.sum().long(), torch.zeros(1))
     assert sorted(x.tolist()) == list(range(1000))

@@ -81,6 +81,8 @@ NOTES: dict[str, str] = {
     "aten::randint.low": "random; floor(low + U (high - low)) in float64, high exclusive; exact while high - low <= 2**53",
     "aten::randint_like.low_dtype": "random; floor(low + U (high - low)) in float64, high exclusive",
     "aten::randperm.default": "random; TopK order of uniform keys",
+    "aten::random.default": "random; as randint over [0, 2**digits] for floats or the integer type's range; int64 beyond 2**53 gets float64 resolution",
+    "aten::random.from": "random; as randint over [from, to)",
     "aten::bernoulli.default": "random; U < p; not ONNX Bernoulli, which onnxruntime 1.31 runs as P(1) = 1 - p (measured)",
     "aten::bernoulli.p": "random; U < p",
     "aten::multinomial.default": "random; with replacement: ONNX Multinomial on log weights; without: Gumbel-top-k (distinct indices); torch's error for too few non-zero weights is not raised",

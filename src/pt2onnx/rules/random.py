@@ -205,8 +205,14 @@ def _randint(g: RuleContext, low: Any, high: Any, like: ir.Value | None = None,
     lo = g.cast(low, _DOUBLE) if isinstance(low, ir.Value) else g.const(float(low), _DOUBLE)
     hi = g.cast(high, _DOUBLE) if isinstance(high, ir.Value) else g.const(float(high), _DOUBLE)
     value = g.op.Floor(g.op.Add(lo, g.op.Mul(u, g.op.Sub(hi, lo))))
-    # Rounding of low + U * span can reach high; keep the bound exclusive.
-    value = g.op.Min(value, g.op.Sub(hi, g.const(1.0, _DOUBLE)))
+    # Rounding of low + U * span can reach high; keep the bound exclusive (the largest
+    # double below high where high - 1 rounds back to high, as 2**63 - 1 does).
+    if isinstance(high, ir.Value):
+        top = g.op.Sub(hi, g.const(1.0, _DOUBLE))
+    else:
+        top = g.const(float(np.nextafter(float(high), -np.inf)) if float(high - 1) == float(high)
+                      else float(high - 1), _DOUBLE)
+    value = g.op.Min(value, top)
     return _output(g, value, _DOUBLE)
 
 
@@ -240,6 +246,30 @@ def randint_like_low(g: RuleContext, x: ir.Value, low: Any, high: Any, *,
                      generator: Any = None, **_: Any) -> ir.Value:
     """randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ScalarType? dtype=None, ...) -> Tensor"""
     _no_generator(g, generator)
+    return _randint(g, low, high, like=x)
+
+
+def _random_bound(dtype: ir.DataType) -> int:
+    """The inclusive upper end of ``random_()`` without ``to``: 2**digits for floats (every
+    integer up to it is representable), the largest value for integers."""
+    digits = {ir.DataType.FLOAT16: 11, ir.DataType.BFLOAT16: 8, _FLOAT: 24, _DOUBLE: 53}
+    if dtype in digits:
+        return 2 ** digits[dtype]
+    if dtype == ir.DataType.BOOL:
+        return 1
+    return int(np.iinfo(dtype.numpy()).max)
+
+
+@translation([aten.random.default, aten.random.to, getattr(aten.random, "from")])
+def random(g: RuleContext, x: ir.Value, *bounds: Any, generator: Any = None) -> ir.Value:
+    """random.from(Tensor self, int from, int? to, *, Generator? generator=None) -> Tensor
+
+    ``random(self)`` and ``random.to(self, to)`` are the same with from = 0.
+    """
+    _no_generator(g, generator)
+    low, high = (0, bounds[0]) if len(bounds) == 1 else (bounds + (0, None))[:2]
+    if high is None:
+        high = _random_bound(g.dtype) + 1
     return _randint(g, low, high, like=x)
 
 
