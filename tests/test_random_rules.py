@@ -109,8 +109,14 @@ def test_rand_uniform_on_unit_interval() -> None:
 def test_rand_like_keeps_dtype(dtype: torch.dtype) -> None:
     (u,) = sample(lambda x: torch.rand_like(x, dtype=dtype), X)
     assert u.dtype == torch.empty(0, dtype=dtype).numpy().dtype
-    assert u.min() >= 0 and u.max() <= 1
+    assert u.min() >= 0 and u.max() < 1
     check_mean(u, 0.5, 1 / 12)
+
+
+def test_uniform_float16_stays_below_high() -> None:
+    (u,) = sample(lambda x: x.clone().uniform_(2.0, 4.0), X.half())
+    assert u.dtype == np.float16 and u.min() >= 2 and u.max() < 4
+    check_mean(u, 3.0, 4 / 12)
 
 
 def test_uniform_range() -> None:

@@ -64,7 +64,7 @@ NOTES: dict[str, str] = {
     "aten::adaptive_max_pool2d.default": "sizes that are not multiples: per-axis window gathers (static shapes)",
     "aten::_adaptive_avg_pool2d.default": "sizes that are not multiples: per-axis window gathers (static shapes)",
     # Random ops: values come from onnxruntime's generator (see RANDOM_NOTE).
-    "aten::rand.default": "random; ONNX RandomUniform; float16/bfloat16 drawn as float32, then cast",
+    "aten::rand.default": "random; ONNX RandomUniform; float16/bfloat16 drawn as float32, clamped below 1, then cast",
     "aten::rand.generator": "random; as rand; the generator's seed does not carry over (a warning says so)",
     "aten::rand_like.default": "random; ONNX RandomUniform(Like)",
     "aten::randn.default": "random; ONNX RandomNormal; float16/bfloat16 drawn as float32, then cast",

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
+import torch
 
-from pt2onnx._builder import RuleContext
+from pt2onnx._builder import RuleContext, torch_dtype
 from pt2onnx._registry import op_name, translation
 from pt2onnx.rules._common import aten, shape_value
 
@@ -74,13 +75,25 @@ def _affine(g: RuleContext, z: ir.Value, shift: Any, scale: Any,
     return g.op.Add(out, m)
 
 
+def _uniform_output(g: RuleContext, value: ir.Value, high: float) -> ir.Value:
+    """Uniform float32/float64 samples below ``high`` as the output dtype. For float16
+    and bfloat16 the draws are first clamped to the largest value of that type below
+    ``high``, which rounding then cannot cross."""
+    if g.dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
+        dtype = torch_dtype(g.dtype)
+        top = torch.nextafter(torch.tensor(high, dtype=dtype),
+                              torch.tensor(-math.inf, dtype=dtype))
+        value = g.op.Min(value, g.const(float(top), _FLOAT))
+    return _output(g, value, _work(g.dtype))
+
+
 # -- uniform and normal ---------------------------------------------------------------
 
 @translation([aten.rand.default, aten.rand.generator])
 def rand(g: RuleContext, size: list[Any], *, generator: Any = None, **_: Any) -> ir.Value:
     """rand(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
     _no_generator(g, generator)
-    return _output(g, _draw(g, "RandomUniform", size=size), _work(g.dtype))
+    return _uniform_output(g, _draw(g, "RandomUniform", size=size), 1.0)
 
 
 @translation([aten.randn.default, aten.randn.generator])
@@ -94,7 +107,7 @@ def randn(g: RuleContext, size: list[Any], *, generator: Any = None, **_: Any) -
 def rand_like(g: RuleContext, x: ir.Value, *, generator: Any = None, **_: Any) -> ir.Value:
     """rand_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
     _no_generator(g, generator)
-    return _output(g, _draw(g, "RandomUniform", like=x), _work(g.dtype))
+    return _uniform_output(g, _draw(g, "RandomUniform", like=x), 1.0)
 
 
 @translation([aten.randn_like.default, aten.randn_like.generator])
@@ -110,7 +123,7 @@ def uniform(g: RuleContext, x: ir.Value, low: float = 0.0, high: float = 1.0, *,
     """uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor"""
     _no_generator(g, generator)
     u = _draw(g, "RandomUniform", like=x)
-    return _output(g, _affine(g, u, low, float(high) - float(low)), _work(g.dtype))
+    return _uniform_output(g, _affine(g, u, low, float(high) - float(low)), high)
 
 
 @translation(aten.normal_functional.default)
