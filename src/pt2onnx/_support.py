@@ -96,7 +96,48 @@ NOTES: dict[str, str] = {
     "aten::special_airy_ai.default": "Cephes rational approximations (abs(x) >= 2.09) and the Maclaurin series to x^39 in float64; vs torch float64 on a 1e5-point sweep over [-60, 30]: float32 output within 6e-8 relative (correctly rounded), float64 within 2e-13 where abs(Ai) > 1e-3 (6e-12 nearer its zeros)",
     "aten::adaptive_max_pool2d.default": "sizes that are not multiples: per-axis window gathers (static shapes)",
     "aten::_adaptive_avg_pool2d.default": "sizes that are not multiples: per-axis window gathers (static shapes)",
+    # Random ops: values come from onnxruntime's generator (see RANDOM_NOTE).
+    "aten::rand.default": "random; ONNX RandomUniform; float16/bfloat16 drawn as float32, clamped below 1, then cast",
+    "aten::rand.generator": "random; as rand; the generator's seed does not carry over (a warning says so)",
+    "aten::rand_like.default": "random; ONNX RandomUniform(Like)",
+    "aten::randn.default": "random; ONNX RandomNormal; float16/bfloat16 drawn as float32, then cast",
+    "aten::randn.generator": "random; as randn; the generator's seed does not carry over (a warning says so)",
+    "aten::randn_like.default": "random; ONNX RandomNormal(Like)",
+    "aten::uniform.default": "random; from + (to - from) * U[0, 1)",
+    "aten::normal.Tensor_Tensor": "random; mean + std * N(0, 1) in the broadcast shape",
+    "aten::normal.float_float": "random; mean + std * N(0, 1)",
+    "aten::normal_functional.default": "random; mean + std * N(0, 1)",
+    "aten::log_normal.default": "random; exp(mean + std * N(0, 1))",
+    "aten::exponential.default": "random; inverse CDF: -log(1 - U) / lambda",
+    "aten::geometric.default": "random; inverse CDF: max(ceil(log(1 - U) / log1p(-p)), 1), integer-valued",
+    "aten::cauchy.default": "random; inverse CDF: median + sigma * tan(pi (U - 1/2)) (sin/cos for float64)",
+    "aten::randint.low": "random; floor(low + U (high - low)) in float64, high exclusive; exact while high - low <= 2**53",
+    "aten::randint_like.low_dtype": "random; floor(low + U (high - low)) in float64, high exclusive",
+    "aten::randperm.default": "random; TopK order of uniform keys",
+    "aten::random.default": "random; as randint over [0, 2**digits] for floats or the integer type's range; int64 beyond 2**53 gets float64 resolution",
+    "aten::random.from": "random; as randint over [from, to)",
+    "aten::bernoulli.default": "random; U < p; not ONNX Bernoulli, which onnxruntime 1.31 runs as P(1) = 1 - p (measured)",
+    "aten::bernoulli.p": "random; U < p",
+    "aten::multinomial.default": "random; with replacement: ONNX Multinomial on log weights; without: Gumbel-top-k (distinct indices); torch's error for too few non-zero weights is not raised",
+    "aten::rrelu_with_noise_functional.default": "random; training: slopes U[lower, upper) where x <= 0; eval: leaky relu with slope (lower + upper) / 2",
+    "aten::rrelu.default": "random; training: slopes U[lower, upper) where x <= 0; eval: leaky relu with slope (lower + upper) / 2",
+    "aten::fractional_max_pool2d.default": "not random given random_samples: exact (torch's intervals in the samples' float type; NaN as torch); static spatial sizes",
+    "aten::fractional_max_pool3d.default": "not random given random_samples: exact (torch's intervals in the samples' float type; NaN as torch); static spatial sizes",
 }
+
+RANDOM_NOTE = (
+    "Random ops (notes starting \"random;\") sample from onnxruntime's generator, so their values "
+    "never equal eager's: the OpInfo table checks their shapes and dtypes (`shape_only`), and "
+    "tests/test_random_rules.py checks each distribution on 100k draws (mean and variance "
+    "within 5 standard errors, support, integer values, rates, frequencies, distinct indices "
+    "without replacement). A `torch.Generator` argument's seed does not carry over (a warning "
+    "says so); seed onnxruntime with `onnxruntime.set_seed` before creating the session. "
+    "Measured with onnxruntime 1.31 (CPU): the random nodes of one session are seeded with "
+    "consecutive seeds of one linear congruential engine (minstd), so their draws are not "
+    "independent: after `set_seed(0)` the first two nodes draw identical values, after "
+    "`set_seed(1)` three nodes draw u, 2u mod 1 and 3u mod 1, and in general the second "
+    "node's draws are the first's plus a fixed sequence, mod 1."
+)
 
 
 NOTES["aten::igammac.default"] = NOTES["aten::igamma.default"]
@@ -163,6 +204,8 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         f"{supported} of {len(rows)} ops (core ATen, the ops kept from decomposition and every "
         "other op with a rule) have a rule. `opsets` lists the `since=` versions of each rule; "
         "notes give known failures and, for approximations, the measured accuracy.",
+        "",
+        RANDOM_NOTE,
         "",
         "| op | supported | opsets | notes |",
         "|---|---|---|---|",

@@ -195,6 +195,11 @@ class Translator:
                     self.env[node] = value
             elif spec.kind == InputKind.TOKEN:
                 self.env[node] = None
+            elif spec.kind == InputKind.CUSTOM_OBJ and isinstance(
+                self.ep.constants.get(spec.target or ""), torch.Generator
+            ):
+                # A generator only reaches the random rules, which warn that it is not kept.
+                self.env[node] = self.ep.constants[spec.target or ""]
             else:
                 raise TranslationError(
                     f"input {node.name} of kind {spec.kind.name} is not supported; "

@@ -82,7 +82,10 @@ def _flat_outputs(out: Any) -> list[Any]:
 
 def compare_outputs(expected: Any, actual: list[np.ndarray], atol: float = DEFAULT_ATOL,
                     rtol: float = DEFAULT_RTOL, shape_only: bool = False) -> Outcome:
-    """Max abs diff <= atol + rtol * max|ref| per output; exact for ints and bools."""
+    """Max abs diff <= atol + rtol * max|ref| per output; exact for ints and bools.
+
+    ``shape_only`` (random ops) compares each output's shape and dtype only.
+    """
     exp = _flat_outputs(expected)
     if len(exp) != len(actual):
         return Outcome(False, f"{len(exp)} eager outputs, {len(actual)} from onnxruntime")
@@ -93,6 +96,8 @@ def compare_outputs(expected: Any, actual: list[np.ndarray], atol: float = DEFAU
         if tuple(e_np.shape) != tuple(a.shape):
             return Outcome(False, f"output {i}: shape {a.shape}, expected {e_np.shape}")
         if shape_only:
+            if e_np.dtype != a.dtype:
+                return Outcome(False, f"output {i}: dtype {a.dtype}, expected {e_np.dtype}")
             continue
         if e_np.dtype == np.bool_ or not np.issubdtype(e_np.dtype, np.floating):
             if not np.array_equal(e_np, a.astype(e_np.dtype)):
