@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+import pt2onnx
 from conftest import export_and_verify, export_dynamic_and_verify
 
 
@@ -37,3 +38,32 @@ def test_long_tail_ops_match_eager(tmp_path):
 def test_long_tail_ops_with_dynamic_batch(tmp_path):
     x = torch.randn(1, 3, 10, 10)
     export_dynamic_and_verify(LongTail().eval(), (x,), tmp_path, {"x": {0: "batch"}})
+
+
+class CachesOnSelf(nn.Module):
+    """Keeps a tensor computed in forward on ``self``, keyed by the input shape, with
+    class-level defaults, as YOLO's Detect head does with its anchors."""
+
+    shape = None
+    grid = torch.empty(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.shape != x.shape:
+            self.grid = torch.arange(x.shape[-1], dtype=x.dtype)
+            self.shape = x.shape
+        return x + self.grid
+
+
+def test_export_leaves_no_tracing_tensors_on_the_model(tmp_path):
+    model = CachesOnSelf()
+    x = torch.randn(2, 5)
+    first = pt2onnx.export(model, (x,))
+    assert model.shape is None and model.grid.numel() == 0  # as before the export
+    # A second export runs the same forward again instead of reading a fake cache.
+    second = export_and_verify(model, (x,), tmp_path, name="second")
+    torch.testing.assert_close(model(x), x + torch.arange(5.0))  # eager still runs
+    # A third export reads the cache eager filled, a real tensor.
+    third = export_and_verify(model, (x,), tmp_path, name="third")
+    expected = (x + torch.arange(5.0)).tolist()
+    assert first.run(x)[0].tolist() == second.run(x)[0].tolist() == expected
+    assert third.run(x)[0].tolist() == expected

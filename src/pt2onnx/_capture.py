@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -98,6 +99,57 @@ def capture(
     if isinstance(model, torch.export.ExportedProgram):
         return CaptureResult(model, "given ExportedProgram")
     module = as_module(model)
+    with _no_leaked_fake_tensors(module):
+        return _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
+
+
+def _holds_fake(value: Any) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    leaves = torch.utils._pytree.tree_leaves(value) if isinstance(
+        value, (tuple, list, dict)) else [value]
+    return any(isinstance(leaf, FakeTensor) or (
+        isinstance(leaf, torch.Tensor) and torch._C._is_functional_tensor(leaf))
+        for leaf in leaves)
+
+
+@contextlib.contextmanager
+def _no_leaked_fake_tensors(module: Any) -> Iterator[None]:
+    """Undoes attribute writes that leave tracing tensors on the model.
+
+    A forward that caches a tensor on ``self`` (YOLO's Detect head keeps its anchors
+    and strides, keyed by the input shape it saw) stores a FakeTensor while
+    torch.export traces it. Left there, the next export or eager call reads the fake
+    tensor as if it were real. In each module where that happened, every attribute the
+    capture wrote gets its earlier value back (or goes, if the capture added it), so
+    the cache and its key stay consistent."""
+    if not isinstance(module, torch.nn.Module):
+        yield
+        return
+    skip = ("_parameters", "_buffers", "_modules")
+    before = [(m, dict(m.__dict__)) for m in module.modules()]
+    try:
+        yield
+    finally:
+        for m, saved in before:
+            changed = [k for k, v in m.__dict__.items()
+                       if k not in skip and (k not in saved or saved[k] is not v)]
+            if not any(_holds_fake(m.__dict__[k]) for k in changed):
+                continue
+            for key in changed:
+                if key in saved:
+                    m.__dict__[key] = saved[key]
+                else:
+                    del m.__dict__[key]
+
+
+def _capture_module(
+    module: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dynamic_shapes: Any,
+    decompositions: Callable[[], dict[Any, Any]] | None,
+) -> CaptureResult:
     register_output_containers()
     dynamic_shapes = _complete_dynamic_shapes(module, args, kwargs, dynamic_shapes)
     errors: list[str] = []
