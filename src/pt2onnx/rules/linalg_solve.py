@@ -1,0 +1,531 @@
+"""Linear solves and factorisations as ONNX Loops: LU with partial pivoting (lu_factor, lu,
+lu_unpack, lu_solve), inverse and solve, Cholesky (cholesky, cholesky_solve,
+cholesky_inverse), triangular solves and Householder QR.
+
+ONNX has no factorisation op, so each one is a ``Loop`` over the matrix dimension k
+(trip count from ``Shape``, so n may be dynamic) whose body updates the whole batch
+with tensor ops: one Gather of the pivot column, a masked rank-1 update, a ``Where``
+to write the new column. Masks (``Where``), not multiplications by 0/1, select what a
+step changes, so an inf or NaN stays where LAPACK leaves it. Work is in the input
+dtype.
+
+- LU follows LAPACK's getf2: the pivot is the first largest ``|a_ik|`` (i >= k),
+  the column below is scaled by the reciprocal of the pivot (divided when the pivot
+  is subnormal, skipped when it is 0, which sets ``info`` to the first such k, 1-based).
+- Solves apply the row permutation as a 0/1 matrix product, then forward and back
+  substitution, column-oriented as BLAS trsm; inverse is the solve with the identity,
+  as torch does.
+- Cholesky is column by column (potf2). Where a leading minor is not positive
+  definite, ``info`` is that column, the column holds the failed diagonal value and
+  later columns keep the input's entries, as LAPACK leaves them.
+- QR is geqrf's Householder reflections (``beta = -sign(alpha) * norm``), Q formed
+  by applying them to the identity in reverse (orgqr).
+
+The error checks of the non-``_ex`` variants (``_linalg_check_errors``) have nothing
+to check with in ONNX and are dropped: a singular matrix gives inf/NaN (a matrix
+that is not positive definite, NaN-free garbage as above) instead of an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from pt2onnx._builder import RuleContext, torch_dtype
+from pt2onnx._registry import translation
+from pt2onnx.rules._common import aten, rank
+
+_I64 = ir.DataType.INT64
+_I32 = ir.DataType.INT32
+_BOOL = ir.DataType.BOOL
+
+Step = Callable[..., list[ir.Value]]
+
+
+# -- small helpers ----------------------------------------------------------------
+def _typed(v: ir.Value, dtype: ir.DataType | None) -> ir.Value:
+    v.dtype = dtype
+    return v
+
+
+def _dim(g: RuleContext, x: ir.Value, axis: int) -> ir.Value:
+    """Size of ``axis`` of x as a 0-d int64 value."""
+    a = axis % rank(x)
+    return g.op.Squeeze(g.op.Shape(x, start=a, end=a + 1), g.const([0]))
+
+
+def _batch(g: RuleContext, x: ir.Value) -> ir.Value:
+    """x's shape without its last two dims (1-D int64)."""
+    return g.op.Shape(x, start=0, end=rank(x) - 2)
+
+
+def _rows(g: RuleContext, n: ir.Value) -> ir.Value:
+    """[[0], [1], ..., [n-1]] (n x 1 int64)."""
+    return g.op.Unsqueeze(g.op.Range(g.const(0), n, g.const(1)), g.const([1]))
+
+
+def _cols(g: RuleContext, n: ir.Value) -> ir.Value:
+    """[[0, 1, ..., n-1]] (1 x n int64)."""
+    return g.op.Unsqueeze(g.op.Range(g.const(0), n, g.const(1)), g.const([0]))
+
+
+def _mT(g: RuleContext, x: ir.Value) -> ir.Value:
+    r = rank(x)
+    out = g.op.Transpose(x, perm=[*range(r - 2), r - 1, r - 2])
+    out.dtype = x.dtype
+    if x.shape is not None:
+        dims = list(x.shape)
+        out.shape = ir.Shape([*dims[:-2], dims[-1], dims[-2]])
+    return out
+
+
+def _like(v: ir.Value, like: ir.Value) -> ir.Value:
+    """Gives v the rank (and dtype) of ``like``, for helpers that read ``rank``."""
+    v.dtype = like.dtype
+    if like.shape is not None:
+        v.shape = ir.Shape([None] * len(like.shape))  # type: ignore[list-item]
+    return v
+
+
+def _with_rank(v: ir.Value, dtype: ir.DataType | None, r: int) -> ir.Value:
+    v.dtype = dtype
+    v.shape = ir.Shape([None] * r)  # type: ignore[list-item]
+    return v
+
+
+def _fill(g: RuleContext, value: Any, dtype: ir.DataType, shape: ir.Value) -> ir.Value:
+    return _typed(g.op.Expand(g.const(value, dtype), shape), dtype)
+
+
+def _eye(g: RuleContext, m: ir.Value, n: ir.Value, dtype: ir.DataType) -> ir.Value:
+    return _with_rank(g.op.Cast(g.op.Equal(_rows(g, m), _cols(g, n)), to=dtype), dtype, 2)
+
+
+def _empty(g: RuleContext, dtype: ir.DataType) -> ir.Value:
+    return g.op.Identity(g.const(torch.empty(0, dtype=torch_dtype(dtype))))
+
+
+def _loop(g: RuleContext, trips: ir.Value, init: list[ir.Value], step: Step) -> list[ir.Value]:
+    """Runs ``step(k, *states) -> states`` for k = 0 .. trips-1 as an ONNX Loop.
+
+    Every value in ``init`` must carry its dtype; the states keep their shapes.
+    """
+    with g.scope() as nodes:
+        g._counter += 1
+        k = ir.Value(name=f"linalg_k_{g._counter}", type=ir.TensorType(_I64), shape=ir.Shape([]))
+        cond = ir.Value(name=f"linalg_cond_{g._counter}", type=ir.TensorType(_BOOL),
+                        shape=ir.Shape([]))
+        states = []
+        for v in init:
+            g._counter += 1
+            assert v.dtype is not None, "loop state without a dtype"
+            states.append(ir.Value(name=f"linalg_state_{g._counter}",
+                                   type=ir.TensorType(v.dtype), shape=v.shape))
+        new = step(k, *states)
+    for node in nodes:  # subgraph values need names of their own (SSA across graphs)
+        for out in node.outputs:
+            if out.name is None:
+                g._counter += 1
+                out.name = f"linalg_{g._counter}"
+    body = g.subgraph("linalg_loop", [k, cond, *states], [g.const(True), *new], nodes)
+    outs = g.op.Loop(trips, None, *init, body=body, _outputs=len(init))
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    for out, v in zip(outs, init, strict=True):
+        out.dtype, out.shape = v.dtype, v.shape
+    return outs
+
+
+def _swap_index(g: RuleContext, rows: ir.Value, k: ir.Value, p: ir.Value) -> ir.Value:
+    """Row indices that swap rows k and p (p: [..., 1, 1]): shape [..., m, 1]."""
+    return g.op.Where(g.op.Equal(rows, k), p, g.op.Where(g.op.Equal(rows, p), k, rows))
+
+
+# -- LU with partial pivoting -------------------------------------------------------
+def _lu(g: RuleContext, a: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+    """getf2 on a [..., m, n]: (LU, perm [..., m, 1] int64, pivots [..., 1, K] int64
+    0-based, info [..., 1, 1] int64) with A[perm] = L U."""
+    dtype = a.dtype
+    assert dtype is not None
+    r = rank(a)
+    m, n = _dim(g, a, -2), _dim(g, a, -1)
+    trips = g.op.Min(m, n)
+    rows, cols = _rows(g, m), _cols(g, n)
+    kcols = _cols(g, trips)
+    batch = _batch(g, a)
+    perm0 = _typed(g.op.Expand(rows, g.op.Concat(batch, g.const([1, 1]), axis=0)), _I64)
+    piv0 = _fill(g, [[0]], _I64, g.op.Concat(batch, g.const([1]), g.op.Reshape(trips, g.const([1])),
+                                               axis=0))
+    info0 = _fill(g, [[0]], _I64, g.op.Concat(batch, g.const([1, 1]), axis=0))
+    tiny = g.const(float(torch.finfo(torch_dtype(dtype)).tiny), dtype)
+    zero, one = g.const(0.0, dtype), g.const(1.0, dtype)
+
+    def step(k: ir.Value, lu: ir.Value, perm: ir.Value, piv: ir.Value,
+             info: ir.Value) -> list[ir.Value]:
+        kk = g.op.Reshape(k, g.const([1]))
+        below_or_at = g.op.GreaterOrEqual(rows, k)
+        cand = g.op.Where(below_or_at, g.op.Abs(g.op.Gather(lu, kk, axis=-1)), g.const(-1.0, dtype))
+        p = g.op.ArgMax(cand, axis=r - 2, keepdims=1)  # first index on ties, as i?amax
+        idx = _swap_index(g, rows, k, p)
+        lu = g.op.GatherElements(lu, g.op.Expand(idx, g.op.Shape(lu)), axis=r - 2)
+        perm = g.op.GatherElements(perm, idx, axis=r - 2)
+        piv = g.op.Where(g.op.Equal(kcols, k), p, piv)
+        urow = g.op.Gather(lu, kk, axis=r - 2)  # [..., 1, n]
+        col = g.op.Gather(lu, kk, axis=r - 1)  # [..., m, 1]
+        pivot = g.op.Gather(urow, kk, axis=r - 1)  # [..., 1, 1]
+        scaled = g.op.Where(g.op.GreaterOrEqual(g.op.Abs(pivot), tiny),
+                            g.op.Mul(col, g.op.Div(one, pivot)), g.op.Div(col, pivot))
+        is_zero = g.op.Equal(pivot, zero)
+        lcol = g.op.Where(is_zero, col, scaled)
+        below = g.op.Greater(rows, k)
+        trailing = g.op.And(below, g.op.Greater(cols, k))
+        lu = g.op.Where(trailing, g.op.Sub(lu, g.op.Mul(lcol, urow)), lu)
+        lu = g.op.Where(g.op.And(below, g.op.Equal(cols, k)), lcol, lu)
+        first = g.op.And(g.op.Equal(info, g.const(0)), is_zero)
+        info = g.op.Where(first, g.op.Add(k, g.const(1)), info)
+        return [lu, perm, piv, info]
+
+    lu, perm, piv, info = _loop(g, trips, [a, perm0, piv0, info0], step)
+    return _like(lu, a), _with_rank(perm, _I64, r), piv, info
+
+
+def _pivots_out(g: RuleContext, piv: ir.Value, r: int) -> ir.Value:
+    """0-based [..., 1, K] int64 pivots as torch's 1-based [..., K] int32."""
+    out = g.op.Cast(g.op.Add(g.op.Squeeze(piv, g.const([r - 2])), g.const(1)), to=_I32)
+    return _typed(out, _I32)
+
+
+def _info_out(g: RuleContext, info: ir.Value, r: int) -> ir.Value:
+    return _typed(g.op.Cast(g.op.Squeeze(info, g.const([r - 2, r - 1])), to=_I32), _I32)
+
+
+def _perm_from_pivots(g: RuleContext, pivots: ir.Value, m: ir.Value) -> ir.Value:
+    """The row order [..., m, 1] (int64) that LAPACK's sequential swaps give."""
+    r = rank(pivots) + 1  # rank of the matrix the pivots belong to
+    rows = _rows(g, m)
+    p0 = g.op.Unsqueeze(g.op.Sub(g.cast(pivots, _I64), g.const(1)), g.const([r - 2]))
+    batch = g.op.Shape(pivots, start=0, end=r - 2)
+    perm0 = _typed(g.op.Expand(rows, g.op.Concat(batch, g.const([1, 1]), axis=0)), _I64)
+
+    def step(k: ir.Value, perm: ir.Value) -> list[ir.Value]:
+        p = g.op.Gather(p0, g.op.Reshape(k, g.const([1])), axis=r - 1)  # [..., 1, 1]
+        return [g.op.GatherElements(perm, _swap_index(g, rows, k, p), axis=r - 2)]
+
+    (perm,) = _loop(g, _dim(g, pivots, -1), [perm0], step)
+    return _with_rank(perm, _I64, r)
+
+
+def _perm_matrix(g: RuleContext, perm: ir.Value, dtype: ir.DataType) -> ir.Value:
+    """P with A = P L U, from the row order: P[i, j] = (perm[j] == i)."""
+    m = _dim(g, perm, -2)
+    p = g.op.Cast(g.op.Equal(_mT(g, perm), _rows(g, m)), to=dtype)
+    return _with_rank(p, dtype, rank(perm))
+
+
+# -- triangular solves --------------------------------------------------------------
+def _trsm(g: RuleContext, t: ir.Value, b: ir.Value, upper: bool, unit: bool) -> ir.Value:
+    """X with T X = B, T triangular [..., n, n] (the other triangle is not read), B
+    [..., n, k]; batch dims broadcast. Column-oriented substitution, as BLAS trsm."""
+    rt = rank(t)
+    r = max(rt, rank(b))
+    n = _dim(g, t, -1)
+    x0 = g.op.Expand(b, g.op.Concat(_batch(g, t), g.const([1, 1]), axis=0)) if rt > 2 else b
+    x0 = _typed(x0, b.dtype)
+    rows = _rows(g, n)
+    last = g.op.Sub(n, g.const(1))
+
+    def step(it: ir.Value, x: ir.Value) -> list[ir.Value]:
+        i = g.op.Sub(last, it) if upper else it
+        ii = g.op.Reshape(i, g.const([1]))
+        xi = g.op.Gather(x, ii, axis=r - 2)  # [..., 1, k]
+        if not unit:
+            xi = g.op.Div(xi, g.op.Gather(g.op.Gather(t, ii, axis=rt - 2), ii, axis=rt - 1))
+        tcol = g.op.Gather(t, ii, axis=rt - 1)  # [..., n, 1]
+        ahead = g.op.Less(rows, i) if upper else g.op.Greater(rows, i)
+        x = g.op.Where(ahead, g.op.Sub(x, g.op.Mul(tcol, xi)), x)
+        return [g.op.Where(g.op.Equal(rows, i), xi, x)]
+
+    (x,) = _loop(g, n, [x0], step)
+    return _with_rank(x, b.dtype, r)
+
+
+def _solve_triangular(g: RuleContext, a: ir.Value, b: ir.Value, upper: bool, left: bool,
+                      unit: bool, transpose: bool = False) -> ir.Value:
+    """op(A) X = B (left) or X op(A) = B, op(A) = A or A^T."""
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return _mT(g, _solve_triangular(g, a, _mT(g, b), upper, True, unit, not transpose))
+    if transpose:
+        return _trsm(g, _mT(g, a), b, not upper, unit)
+    return _trsm(g, a, b, upper, unit)
+
+
+@translation(aten.linalg_solve_triangular.default)
+def linalg_solve_triangular(g: RuleContext, a: ir.Value, b: ir.Value, *, upper: bool,
+                            left: bool = True, unitriangular: bool = False) -> ir.Value:
+    """linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor"""
+    return _solve_triangular(g, a, b, upper, left, unitriangular)
+
+
+@translation(aten.triangular_solve.default)
+def triangular_solve(g: RuleContext, b: ir.Value, a: ir.Value, upper: bool = True,
+                     transpose: bool = False,
+                     unitriangular: bool = False) -> tuple[ir.Value, ir.Value]:
+    """triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
+    x = _solve_triangular(g, a, b, upper, True, unitriangular, transpose)
+    if rank(b) > 2:  # the coefficient comes back broadcast to the batch
+        a = g.op.Expand(a, g.op.Concat(_batch(g, b), g.const([1, 1]), axis=0))
+    return x, g.op.Identity(a)
+
+
+# -- LU-based rules -----------------------------------------------------------------
+def _lu_solve(g: RuleContext, lu: ir.Value, perm: ir.Value, b: ir.Value, left: bool = True,
+              adjoint: bool = False) -> ir.Value:
+    """X with A X = B (A^T X = B when adjoint; X A = B, X A^T = B when not left), A = P L U."""
+    dtype = lu.dtype
+    assert dtype is not None
+    if not left:  # X A = B <=> A^T X^T = B^T
+        return _mT(g, _lu_solve(g, lu, perm, _mT(g, b), True, not adjoint))
+    p = _perm_matrix(g, perm, dtype)
+    if adjoint:  # U^T L^T P^T X = B
+        lu_t = _mT(g, lu)
+        w = _trsm(g, lu_t, b, upper=False, unit=False)
+        v = _trsm(g, lu_t, w, upper=True, unit=True)
+        return _with_rank(g.op.MatMul(p, v), dtype, max(rank(v), rank(p)))
+    y = _with_rank(g.op.MatMul(_mT(g, p), b), dtype, max(rank(b), rank(p)))
+    z = _trsm(g, lu, y, upper=False, unit=True)
+    return _trsm(g, lu, z, upper=True, unit=False)
+
+
+@translation([aten.linalg_lu_factor_ex.default, aten._lu_with_info.default])
+def linalg_lu_factor_ex(g: RuleContext, a: ir.Value, pivot: bool = True,
+                        check_errors: bool = False) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)"""
+    _need_pivot(pivot)
+    lu, _, piv, info = _lu(g, a)
+    r = rank(a)
+    return lu, _pivots_out(g, piv, r), _info_out(g, info, r)
+
+
+@translation(aten.linalg_lu_factor.default)
+def linalg_lu_factor(g: RuleContext, a: ir.Value, *, pivot: bool = True) -> tuple[ir.Value, ir.Value]:
+    """linalg_lu_factor(Tensor A, *, bool pivot=True) -> (Tensor LU, Tensor pivots)"""
+    lu, piv, _ = linalg_lu_factor_ex(g, a, pivot)
+    return lu, piv
+
+
+def _need_pivot(pivot: bool) -> None:
+    if not pivot:
+        raise NotImplementedError(
+            "LU without pivoting (pivot=False): torch supports it on CUDA only, and "
+            "the exported graph follows the CPU kernel; pass pivot=True")
+
+
+def _unpack(g: RuleContext, lu: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(L [..., m, k] unit lower, U [..., k, n]) from packed LU [..., m, n], k = min(m, n)."""
+    dtype = lu.dtype
+    assert dtype is not None
+    r = rank(lu)
+    m, n = _dim(g, lu, -2), _dim(g, lu, -1)
+    k = g.op.Reshape(g.op.Min(m, n), g.const([1]))
+    rows_m, cols_n = _rows(g, m), _cols(g, n)
+    kk = g.op.Min(m, n)
+    rows_k, cols_k = _rows(g, kk), _cols(g, kk)
+    left = g.op.Slice(lu, g.const([0]), k, g.const([r - 1]))
+    low = g.op.Where(g.op.Greater(rows_m, cols_k), left,
+                     g.op.Cast(g.op.Equal(rows_m, cols_k), to=dtype))
+    top = g.op.Slice(lu, g.const([0]), k, g.const([r - 2]))
+    up = g.op.Where(g.op.LessOrEqual(rows_k, cols_n), top, g.const(0.0, dtype))
+    return low, up
+
+
+@translation(aten.linalg_lu.default)
+def linalg_lu(g: RuleContext, a: ir.Value, *,
+              pivot: bool = True) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
+    _need_pivot(pivot)
+    lu, perm, _, _ = _lu(g, a)
+    low, up = _unpack(g, lu)
+    assert a.dtype is not None
+    return _perm_matrix(g, _with_rank(perm, _I64, rank(a)), a.dtype), low, up
+
+
+@translation(aten.lu_unpack.default)
+def lu_unpack(g: RuleContext, lu: ir.Value, pivots: ir.Value, unpack_data: bool = True,
+              unpack_pivots: bool = True) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
+    dtype = lu.dtype
+    assert dtype is not None
+    if unpack_data:
+        low, up = _unpack(g, lu)
+    else:
+        low, up = _empty(g, dtype), _empty(g, dtype)
+    if unpack_pivots:
+        p = _perm_matrix(g, _perm_from_pivots(g, pivots, _dim(g, lu, -2)), dtype)
+    else:
+        p = _empty(g, dtype)
+    return p, low, up
+
+
+@translation(aten.linalg_lu_solve.default)
+def linalg_lu_solve(g: RuleContext, lu: ir.Value, pivots: ir.Value, b: ir.Value, *,
+                    left: bool = True, adjoint: bool = False) -> ir.Value:
+    """linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor"""
+    perm = _perm_from_pivots(g, pivots, _dim(g, lu, -1))
+    return _lu_solve(g, lu, perm, b, left, adjoint)
+
+
+@translation(aten.lu_solve.default)
+def lu_solve(g: RuleContext, b: ir.Value, lu: ir.Value, pivots: ir.Value) -> ir.Value:
+    """lu_solve(Tensor self, Tensor LU_data, Tensor LU_pivots) -> Tensor"""
+    return linalg_lu_solve(g, lu, pivots, b)
+
+
+@translation(aten.linalg_inv_ex.default)
+def linalg_inv_ex(g: RuleContext, a: ir.Value, *,
+                  check_errors: bool = False) -> tuple[ir.Value, ir.Value]:
+    """linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
+    assert a.dtype is not None
+    lu, perm, _, info = _lu(g, a)
+    n = _dim(g, a, -1)
+    inv = _lu_solve(g, lu, perm, _eye(g, n, n, a.dtype))
+    return inv, _info_out(g, info, rank(a))
+
+
+@translation(aten.linalg_inv.default)
+def linalg_inv(g: RuleContext, a: ir.Value) -> ir.Value:
+    """linalg_inv(Tensor A) -> Tensor"""
+    return linalg_inv_ex(g, a)[0]
+
+
+def _is_vector_rhs(a: ir.Value, b: ir.Value) -> bool:
+    """torch's rule: B is a batch of vectors when it has one dim less than A and the
+    shape of A without its last dim (or B is 1-D)."""
+    if rank(b) == 1:
+        return True
+    return rank(b) == rank(a) - 1 and list(b.shape or ()) == list(a.shape or ())[:-1]
+
+
+def _solve(g: RuleContext, a: ir.Value, b: ir.Value,
+           left: bool) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+    lu, perm, piv, info = _lu(g, a)
+    vector = _is_vector_rhs(a, b)  # torch rejects a vector B with left=False
+    rb = rank(b)
+    if vector:
+        b = _with_rank(g.op.Unsqueeze(b, g.const([rb])), b.dtype, rb + 1)
+    x = _lu_solve(g, lu, perm, b, left)
+    if vector:
+        x = g.op.Squeeze(x, g.const([rank(x) - 1]))
+    r = rank(a)
+    return x, lu, _pivots_out(g, piv, r), _info_out(g, info, r)
+
+
+@translation(aten._linalg_solve_ex.default)
+def _linalg_solve_ex(g: RuleContext, a: ir.Value, b: ir.Value, *, left: bool = True,
+                     check_errors: bool = False) -> tuple[ir.Value, ...]:
+    """_linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor LU, Tensor pivots, Tensor info)"""
+    return _solve(g, a, b, left)
+
+
+@translation(aten.linalg_solve_ex.default)
+def linalg_solve_ex(g: RuleContext, a: ir.Value, b: ir.Value, *, left: bool = True,
+                    check_errors: bool = False) -> tuple[ir.Value, ir.Value]:
+    """linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False) -> (Tensor result, Tensor info)"""
+    x, _, _, info = _solve(g, a, b, left)
+    return x, info
+
+
+@translation(aten.linalg_solve.default)
+def linalg_solve(g: RuleContext, a: ir.Value, b: ir.Value, *, left: bool = True) -> ir.Value:
+    """linalg_solve(Tensor A, Tensor B, *, bool left=True) -> Tensor"""
+    return _solve(g, a, b, left)[0]
+
+
+@translation(aten._linalg_check_errors.default)
+def _linalg_check_errors(g: RuleContext, info: ir.Value, api_name: str, *,
+                         is_matrix: bool) -> None:
+    """_linalg_check_errors(Tensor info, str api_name, *, bool is_matrix) -> ()"""
+    # ONNX cannot raise: a singular (or not positive definite) input gives inf/NaN.
+    return None
+
+
+# -- Cholesky -----------------------------------------------------------------------
+def _cholesky(g: RuleContext, a: ir.Value, upper: bool) -> tuple[ir.Value, ir.Value]:
+    """(L, info [..., 1, 1] int64): potf2 on the lower triangle (upper: U = L^T of A^T)."""
+    if upper:
+        low, info = _cholesky(g, _mT(g, a), False)
+        return _mT(g, low), info
+    dtype = a.dtype
+    assert dtype is not None
+    r = rank(a)
+    n = _dim(g, a, -1)
+    rows, cols = _rows(g, n), _cols(g, n)
+    batch = _batch(g, a)
+    l0 = _fill(g, 0.0, dtype, g.op.Shape(a))
+    info0 = _fill(g, [[0]], _I64, g.op.Concat(batch, g.const([1, 1]), axis=0))
+    zero, one = g.const(0.0, dtype), g.const(1.0, dtype)
+
+    def step(j: ir.Value, low: ir.Value, info: ir.Value) -> list[ir.Value]:
+        jj = g.op.Reshape(j, g.const([1]))
+        row = g.op.Gather(low, jj, axis=r - 2)  # [..., 1, n], zero from column j on
+        col_a = g.op.Gather(a, jj, axis=r - 1)  # [..., n, 1]
+        col = g.op.Sub(col_a, g.op.MatMul(low, _mT(g, _with_rank(row, dtype, r))))
+        d = g.op.Gather(col, jj, axis=r - 2)  # [..., 1, 1]
+        bad = g.op.Not(g.op.Greater(d, zero))  # not positive, or NaN
+        sd = g.op.Sqrt(d)
+        at, below = g.op.Equal(rows, j), g.op.Greater(rows, j)
+        good = g.op.Where(below, g.op.Mul(col, g.op.Div(one, sd)), g.op.Where(at, sd, zero))
+        # LAPACK stops at the first failure: that column keeps A's entries below the
+        # failed diagonal value, later ones A's entries.
+        failing = g.op.Where(at, d, g.op.Where(below, col_a, zero))
+        kept = g.op.Where(g.op.Less(rows, j), zero, col_a)
+        ok = g.op.Equal(info, g.const(0))
+        new = g.op.Where(ok, g.op.Where(bad, failing, good), kept)
+        low = g.op.Where(g.op.Equal(cols, j), new, low)
+        info = g.op.Where(g.op.And(ok, bad), g.op.Add(j, g.const(1)), info)
+        return [low, info]
+
+    low, info = _loop(g, n, [l0, info0], step)
+    return _like(low, a), info
+
+
+@translation(aten.linalg_cholesky_ex.default)
+def linalg_cholesky_ex(g: RuleContext, a: ir.Value, *, upper: bool = False,
+                       check_errors: bool = False) -> tuple[ir.Value, ir.Value]:
+    """linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)"""
+    low, info = _cholesky(g, a, upper)
+    return low, _info_out(g, info, rank(a))
+
+
+@translation(aten.linalg_cholesky.default)
+def linalg_cholesky(g: RuleContext, a: ir.Value, *, upper: bool = False) -> ir.Value:
+    """linalg_cholesky(Tensor self, *, bool upper=False) -> Tensor"""
+    return _cholesky(g, a, upper)[0]
+
+
+@translation(aten.cholesky.default)
+def cholesky(g: RuleContext, a: ir.Value, upper: bool = False) -> ir.Value:
+    """cholesky(Tensor self, bool upper=False) -> Tensor"""
+    return _cholesky(g, a, upper)[0]
+
+
+@translation(aten.cholesky_solve.default)
+def cholesky_solve(g: RuleContext, b: ir.Value, factor: ir.Value,
+                   upper: bool = False) -> ir.Value:
+    """cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
+    # A = L L^T (A = U^T U when upper): two triangular solves.
+    y = _solve_triangular(g, factor, b, upper, True, False, transpose=upper)
+    return _solve_triangular(g, factor, y, upper, True, False, transpose=not upper)
+
+
+@translation(aten.cholesky_inverse.default)
+def cholesky_inverse(g: RuleContext, factor: ir.Value, upper: bool = False) -> ir.Value:
+    """cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
+    assert factor.dtype is not None
+    n = _dim(g, factor, -1)
+    inv = _trsm(g, factor, _eye(g, n, n, factor.dtype), upper, False)  # L^-1 (U^-1)
+    # (L L^T)^-1 = L^-T L^-1; (U^T U)^-1 = U^-1 U^-T, as potri.
+    if upper:
+        return g.op.MatMul(inv, _mT(g, inv))
+    return g.op.MatMul(_mT(g, inv), inv)
