@@ -529,3 +529,94 @@ def cholesky_inverse(g: RuleContext, factor: ir.Value, upper: bool = False) -> i
     if upper:
         return g.op.MatMul(inv, _mT(g, inv))
     return g.op.MatMul(_mT(g, inv), inv)
+
+
+# -- QR -----------------------------------------------------------------------------
+def _geqr2(g: RuleContext, a: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Householder QR of a [..., m, n] as geqr2: (A with R on and above the diagonal and
+    the reflectors' vectors below it, tau [..., 1, k])."""
+    dtype = a.dtype
+    assert dtype is not None
+    r = rank(a)
+    m, n = _dim(g, a, -2), _dim(g, a, -1)
+    trips = g.op.Min(m, n)
+    rows, cols, kcols = _rows(g, m), _cols(g, n), _cols(g, trips)
+    tau0 = _fill(g, [[0.0]], dtype, g.op.Concat(_batch(g, a), g.const([1]),
+                                                 g.op.Reshape(trips, g.const([1])), axis=0))
+    zero, one = g.const(0.0, dtype), g.const(1.0, dtype)
+
+    def step(j: ir.Value, qr: ir.Value, tau: ir.Value) -> list[ir.Value]:
+        jj = g.op.Reshape(j, g.const([1]))
+        col = g.op.Gather(qr, jj, axis=r - 1)  # [..., m, 1]
+        alpha = g.op.Gather(col, jj, axis=r - 2)  # [..., 1, 1]
+        at, below = g.op.Equal(rows, j), g.op.Greater(rows, j)
+        x = g.op.Where(below, col, zero)
+        xnorm = g.op.Sqrt(g.op.ReduceSum(g.op.Mul(x, x), g.const([r - 2]), keepdims=1))
+        norm = g.op.Sqrt(g.op.Add(g.op.Mul(alpha, alpha), g.op.Mul(xnorm, xnorm)))
+        beta = g.op.Where(g.op.GreaterOrEqual(alpha, zero), g.op.Neg(norm), norm)
+        reflect = g.op.Not(g.op.Equal(xnorm, zero))  # else H = I (tau = 0), as dlarfg
+        tau_j = g.op.Where(reflect, g.op.Div(g.op.Sub(beta, alpha), beta), zero)
+        v_below = g.op.Where(reflect, g.op.Mul(col, g.op.Div(one, g.op.Sub(alpha, beta))), col)
+        v = g.op.Where(below, v_below, g.op.Where(at, one, zero))  # v[j] = 1
+        # dlarf on the trailing columns: C += v (-tau w^T), w = C^T v.
+        w = g.op.MatMul(_mT(g, _with_rank(v, dtype, r)), qr)  # [..., 1, n]
+        updated = g.op.Add(qr, g.op.Mul(v, g.op.Mul(g.op.Neg(tau_j), w)))
+        qr = g.op.Where(g.op.And(g.op.GreaterOrEqual(rows, j), g.op.Greater(cols, j)), updated, qr)
+        new_col = g.op.Where(below, v_below, g.op.Where(at, g.op.Where(reflect, beta, alpha), col))
+        qr = g.op.Where(g.op.Equal(cols, j), new_col, qr)
+        tau = g.op.Where(g.op.Equal(kcols, j), tau_j, tau)
+        return [qr, tau]
+
+    qr, tau = _loop(g, trips, [a, tau0], step)
+    return _like(qr, a), _with_rank(tau, dtype, r)
+
+
+def _orgqr(g: RuleContext, qr: ir.Value, tau: ir.Value, ncols: ir.Value) -> ir.Value:
+    """The first ``ncols`` columns of Q = H_0 H_1 ... H_{k-1}, applied to the identity in
+    reverse order as orgqr."""
+    dtype = qr.dtype
+    assert dtype is not None
+    r = rank(qr)
+    m = _dim(g, qr, -2)
+    k = _dim(g, tau, -1)
+    rows = _rows(g, m)
+    q0 = _typed(g.op.Expand(_eye(g, m, ncols, dtype),
+                            g.op.Concat(_batch(g, qr), g.const([1, 1]), axis=0)), dtype)
+    last = g.op.Sub(k, g.const(1))
+    zero, one = g.const(0.0, dtype), g.const(1.0, dtype)
+
+    def step(it: ir.Value, q: ir.Value) -> list[ir.Value]:
+        j = g.op.Sub(last, it)
+        jj = g.op.Reshape(j, g.const([1]))
+        col = g.op.Gather(qr, jj, axis=r - 1)
+        v = g.op.Where(g.op.Greater(rows, j), col, g.op.Where(g.op.Equal(rows, j), one, zero))
+        tau_j = g.op.Gather(tau, jj, axis=r - 1)  # [..., 1, 1]
+        w = g.op.MatMul(_mT(g, _with_rank(v, dtype, r)), q)
+        return [g.op.Add(q, g.op.Mul(v, g.op.Mul(g.op.Neg(tau_j), w)))]
+
+    (q,) = _loop(g, k, [q0], step)
+    return q
+
+
+@translation(aten.linalg_qr.default)
+def linalg_qr(g: RuleContext, a: ir.Value, mode: str = "reduced") -> tuple[ir.Value, ir.Value]:
+    """linalg_qr(Tensor A, str mode='reduced') -> (Tensor Q, Tensor R)"""
+    dtype = a.dtype
+    assert dtype is not None
+    qr, tau = _geqr2(g, a)
+    r = rank(a)
+    m, n = _dim(g, a, -2), _dim(g, a, -1)
+    k = g.op.Min(m, n)
+    rows_out = m if mode == "complete" else k
+    top = g.op.Slice(qr, g.const([0]), g.op.Reshape(rows_out, g.const([1])), g.const([r - 2]))
+    upper = g.op.Where(g.op.LessOrEqual(_rows(g, rows_out), _cols(g, n)), top,
+                       g.const(0.0, dtype))
+    if mode == "r":
+        return _empty(g, dtype), upper
+    return _orgqr(g, qr, tau, rows_out), upper
+
+
+@translation(aten.qr.default)
+def qr(g: RuleContext, a: ir.Value, some: bool = True) -> tuple[ir.Value, ir.Value]:
+    """qr(Tensor self, bool some=True) -> (Tensor Q, Tensor R)"""
+    return linalg_qr(g, a, "reduced" if some else "complete")
