@@ -47,7 +47,8 @@ Step = Callable[..., list[ir.Value]]
 
 # -- small helpers ----------------------------------------------------------------
 def _typed(v: ir.Value, dtype: ir.DataType | None) -> ir.Value:
-    v.dtype = dtype
+    if dtype is not None:
+        v.dtype = dtype
     return v
 
 
@@ -84,15 +85,15 @@ def _mT(g: RuleContext, x: ir.Value) -> ir.Value:
 
 def _like(v: ir.Value, like: ir.Value) -> ir.Value:
     """Gives v the rank (and dtype) of ``like``, for helpers that read ``rank``."""
-    v.dtype = like.dtype
+    _typed(v, like.dtype)
     if like.shape is not None:
-        v.shape = ir.Shape([None] * len(like.shape))  # type: ignore[list-item]
+        v.shape = ir.Shape([None] * len(like.shape))
     return v
 
 
 def _with_rank(v: ir.Value, dtype: ir.DataType | None, r: int) -> ir.Value:
-    v.dtype = dtype
-    v.shape = ir.Shape([None] * r)  # type: ignore[list-item]
+    _typed(v, dtype)
+    v.shape = ir.Shape([None] * r)
     return v
 
 
@@ -448,6 +449,21 @@ def _linalg_check_errors(g: RuleContext, info: ir.Value, api_name: str, *,
     """_linalg_check_errors(Tensor info, str api_name, *, bool is_matrix) -> ()"""
     # ONNX cannot raise: a singular (or not positive definite) input gives inf/NaN.
     return None
+
+
+if hasattr(torch.ops.higher_order, "with_effects"):
+
+    @translation(torch.ops.higher_order.with_effects)
+    def with_effects(g: RuleContext, token: Any, op: Any, *args: Any,
+                     **kwargs: Any) -> tuple[Any, ...]:
+        """with_effects(token, op, *args, **kwargs) -> (token, *outputs)"""
+        # A whole-program retrace threads the error check through an effect token.
+        if op is aten._linalg_check_errors.default:  # outputs: the token and ()
+            return (None,) * (len(g.meta) if isinstance(g.meta, (tuple, list)) else 1)
+        raise NotImplementedError(
+            f"{op} has a side effect (with_effects); ONNX graphs are pure, so it has no "
+            "translation. Remove the call from the exported code, or register a rule for "
+            "torch.ops.higher_order.with_effects that handles it")
 
 
 # -- Cholesky -----------------------------------------------------------------------
