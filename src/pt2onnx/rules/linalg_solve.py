@@ -632,6 +632,13 @@ def linalg_qr(g: RuleContext, a: ir.Value, mode: str = "reduced") -> tuple[ir.Va
     return _orgqr(g, qr, tau, rows_out), upper
 
 
+@translation(aten.geqrf.default)
+def geqrf(g: RuleContext, a: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """geqrf(Tensor self) -> (Tensor a, Tensor tau)"""
+    qr, tau = _geqr2(g, a)
+    return qr, g.op.Squeeze(tau, g.const([rank(a) - 2]))
+
+
 @translation(aten.qr.default)
 def qr(g: RuleContext, a: ir.Value, some: bool = True) -> tuple[ir.Value, ir.Value]:
     """qr(Tensor self, bool some=True) -> (Tensor Q, Tensor R)"""
