@@ -1,29 +1,34 @@
 """Linear solves and factorisations as ONNX Loops: LU with partial pivoting (lu_factor, lu,
 lu_unpack, lu_solve), inverse and solve, Cholesky (cholesky, cholesky_solve,
-cholesky_inverse), triangular solves and Householder QR.
+cholesky_inverse), triangular solves, Householder QR (qr, geqrf) and Bunch-Kaufman
+LDL^T (ldl_factor, ldl_solve).
 
 ONNX has no factorisation op, so each one is a ``Loop`` over the matrix dimension k
 (trip count from ``Shape``, so n may be dynamic) whose body updates the whole batch
-with tensor ops: one Gather of the pivot column, a masked rank-1 update, a ``Where``
+with tensor ops: a Gather of the pivot column, a masked rank-1 update, a ``Where``
 to write the new column. Masks (``Where``), not multiplications by 0/1, select what a
 step changes, so an inf or NaN stays where LAPACK leaves it. Work is in the input
-dtype.
+dtype; the steps follow LAPACK's unblocked routines, in their order of operations
+where that is cheap to keep.
 
-- LU follows LAPACK's getf2: the pivot is the first largest ``|a_ik|`` (i >= k),
-  the column below is scaled by the reciprocal of the pivot (divided when the pivot
-  is subnormal, skipped when it is 0, which sets ``info`` to the first such k, 1-based).
+- LU follows getf2: the pivot is the first largest ``|a_ik|`` (i >= k), the column
+  below is scaled by the reciprocal of the pivot (divided when the pivot is
+  subnormal, left alone when it is 0, which sets ``info`` to the first such k + 1).
 - Solves apply the row permutation as a 0/1 matrix product, then forward and back
   substitution, column-oriented as BLAS trsm; inverse is the solve with the identity,
   as torch does.
 - Cholesky is column by column (potf2). Where a leading minor is not positive
   definite, ``info`` is that column, the column holds the failed diagonal value and
   later columns keep the input's entries, as LAPACK leaves them.
-- QR is geqrf's Householder reflections (``beta = -sign(alpha) * norm``), Q formed
+- QR is geqr2's Householder reflections (``beta = -sign(alpha) * norm``), Q formed
   by applying them to the identity in reverse (orgqr).
+- LDL^T is sytf2 (lower): 1x1 or 2x2 pivot blocks chosen per matrix, so each matrix
+  of a batch keeps its own column counter; ldl_solve is sytrs.
 
-The error checks of the non-``_ex`` variants (``_linalg_check_errors``) have nothing
-to check with in ONNX and are dropped: a singular matrix gives inf/NaN (a matrix
-that is not positive definite, NaN-free garbage as above) instead of an exception.
+The error checks of the non-``_ex`` variants (``_linalg_check_errors``, also when a
+whole-program retrace wraps it in ``with_effects``) have nothing to check with in
+ONNX and are dropped: a singular matrix gives inf/NaN (a matrix that is not positive
+definite, the partial factor above) instead of an exception.
 """
 
 from __future__ import annotations
@@ -665,6 +670,12 @@ def _pick_col(g: RuleContext, x: ir.Value, j: ir.Value, r: int, dtype: ir.DataTy
     return g.op.ReduceSum(picked, g.const([r - 1]), keepdims=1)
 
 
+def _reduce_max(g: RuleContext, x: ir.Value, axis: int) -> ir.Value:
+    if g.opset >= 18:
+        return g.op.ReduceMax(x, g.const([axis]), keepdims=1)
+    return g.op.ReduceMax(x, axes=[axis], keepdims=1)
+
+
 def _sytf2(g: RuleContext, a: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
     """Bunch-Kaufman LDL^T on the lower triangle, as LAPACK's sytf2 (uplo='L'):
     (LD [..., n, n] lower, pivots [..., 1, n] int64 1-based, info [..., 1, 1] int64)."""
@@ -694,14 +705,12 @@ def _sytf2(g: RuleContext, a: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
         below = g.op.Greater(rows, k)
         cand = g.op.Where(below, g.op.Abs(col), c[-1])
         imax = g.op.ArgMax(cand, axis=r - 2, keepdims=1)
-        colmax = g.op.Max(g.op.ReduceMax(cand, g.const([r - 2]), keepdims=1), c[0])
+        colmax = g.op.Max(_reduce_max(g, cand, r - 2), c[0])
         row_i, col_i = _pick_row(g, ld, imax, r, dtype), _pick_col(g, ld, imax, r, dtype)
         in_row = g.op.And(g.op.GreaterOrEqual(cols, k), g.op.Less(cols, imax))
         rowmax = g.op.Max(
-            g.op.ReduceMax(g.op.Where(in_row, g.op.Abs(row_i), c[-1]), g.const([r - 1]),
-                           keepdims=1),
-            g.op.ReduceMax(g.op.Where(g.op.Greater(rows, imax), g.op.Abs(col_i), c[-1]),
-                           g.const([r - 2]), keepdims=1))
+            _reduce_max(g, g.op.Where(in_row, g.op.Abs(row_i), c[-1]), r - 1),
+            _reduce_max(g, g.op.Where(g.op.Greater(rows, imax), g.op.Abs(col_i), c[-1]), r - 2))
         aii = g.op.Abs(_pick_row(g, col_i, imax, r, dtype))
         zero = g.op.Or(g.op.Equal(g.op.Max(absakk, colmax), c[0]), g.op.IsNaN(absakk))
         alpha_col = g.op.Mul(alpha, colmax)
