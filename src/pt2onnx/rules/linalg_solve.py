@@ -171,9 +171,13 @@ def _lu(g: RuleContext, a: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.V
     def step(k: ir.Value, lu: ir.Value, perm: ir.Value, piv: ir.Value,
              info: ir.Value) -> list[ir.Value]:
         kk = g.op.Reshape(k, g.const([1]))
-        below_or_at = g.op.GreaterOrEqual(rows, k)
-        cand = g.op.Where(below_or_at, g.op.Abs(g.op.Gather(lu, kk, axis=-1)), g.const(-1.0, dtype))
-        p = g.op.ArgMax(cand, axis=r - 2, keepdims=1)  # first index on ties, as i?amax
+        # i?amax: the first largest |a_ik|, i >= k; a NaN is never larger, and a NaN
+        # at i = k stays the pivot.
+        mag = g.op.Abs(g.op.Gather(lu, kk, axis=r - 1))
+        cand = g.op.Where(g.op.Less(rows, k), g.const(-2.0, dtype),
+                          g.op.Where(g.op.IsNaN(mag), g.const(-1.0, dtype), mag))
+        p = g.op.ArgMax(cand, axis=r - 2, keepdims=1)  # first index on ties
+        p = g.op.Where(g.op.IsNaN(g.op.Gather(mag, kk, axis=r - 2)), k, p)
         idx = _swap_index(g, rows, k, p)
         lu = g.op.GatherElements(lu, g.op.Expand(idx, g.op.Shape(lu)), axis=r - 2)
         perm = g.op.GatherElements(perm, idx, axis=r - 2)
@@ -600,7 +604,7 @@ def _orgqr(g: RuleContext, qr: ir.Value, tau: ir.Value, ncols: ir.Value) -> ir.V
     r = rank(qr)
     m = _dim(g, qr, -2)
     k = _dim(g, tau, -1)
-    rows = _rows(g, m)
+    rows, cols = _rows(g, m), _cols(g, ncols)
     q0 = _typed(g.op.Expand(_eye(g, m, ncols, dtype),
                             g.op.Concat(_batch(g, qr), g.const([1, 1]), axis=0)), dtype)
     last = g.op.Sub(k, g.const(1))
@@ -613,7 +617,10 @@ def _orgqr(g: RuleContext, qr: ir.Value, tau: ir.Value, ncols: ir.Value) -> ir.V
         v = g.op.Where(g.op.Greater(rows, j), col, g.op.Where(g.op.Equal(rows, j), one, zero))
         tau_j = g.op.Gather(tau, jj, axis=r - 1)  # [..., 1, 1]
         w = g.op.MatMul(_mT(g, _with_rank(v, dtype, r)), q)
-        return [g.op.Add(q, g.op.Mul(v, g.op.Mul(g.op.Neg(tau_j), w)))]
+        updated = g.op.Add(q, g.op.Mul(v, g.op.Mul(g.op.Neg(tau_j), w)))
+        # H_j acts on Q[j:, j:] only (as org2r), so a NaN tau stays in its block.
+        block = g.op.And(g.op.GreaterOrEqual(rows, j), g.op.GreaterOrEqual(cols, j))
+        return [g.op.Where(block, updated, q)]
 
     (q,) = _loop(g, k, [q0], step)
     return q
