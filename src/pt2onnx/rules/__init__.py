@@ -18,6 +18,7 @@ from pt2onnx.rules import (  # noqa: F401
     elementwise,
     indexing,
     linalg,
+    linalg_solve,
     nn,
     norm,
     polynomials,
