@@ -62,7 +62,7 @@ def test_opinfo(case: OpCase, dtype: torch.dtype, opset: int, group: str) -> Non
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             prog = pt2onnx.export(module, tensors, opset=opset)
-        actual = prog.run(*tensors)
+        actual = harness.run_onnx(prog.model_proto, tensors)
         atol, rtol = case.tolerance(dtype)
         outcome = harness.compare_outputs(expected, actual, atol, rtol,
                                           shape_only=case.shape_only)
