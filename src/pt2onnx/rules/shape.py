@@ -249,7 +249,23 @@ def _pad_mode(mode: str, g: RuleContext, x: ir.Value, padding: list[Any]) -> ir.
     for i in range(len(padding) // 2):
         begins[r - 1 - i] = padding[2 * i]
         ends[r - 1 - i] = padding[2 * i + 1]
+    if mode == "edge" and any(isinstance(p, int) and p < 0 for p in begins + ends):
+        # onnxruntime's edge Pad rejects negative pads; torch reads output position j
+        # of an axis from input clamp(j - begin, 0, n - 1), which a Gather does directly.
+        for axis in range(r):
+            if begins[axis] != 0 or ends[axis] != 0:
+                x = _edge_gather(g, x, axis, begins[axis], ends[axis])
+        return x
     return g.op.Pad(x, g.int_list(begins + ends), mode=mode)
+
+
+def _edge_gather(g: RuleContext, x: ir.Value, axis: int, begin: Any, end: Any) -> ir.Value:
+    n = g.op.Squeeze(g.op.Shape(x, start=axis, end=axis + 1), g.const([0]))
+    begin = begin if isinstance(begin, ir.Value) else g.const(int(begin))
+    end = end if isinstance(end, ir.Value) else g.const(int(end))
+    positions = g.op.Range(g.op.Neg(begin), g.op.Add(n, end), g.const(1))
+    index = g.op.Max(g.op.Min(positions, g.op.Sub(n, g.const(1))), g.const(0))
+    return g.op.Gather(x, index, axis=axis)
 
 
 for _op, _mode in (
