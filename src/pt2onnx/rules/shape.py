@@ -318,13 +318,18 @@ def as_strided(g: RuleContext, x: ir.Value, size: list[Any], stride: list[Any],
     values = [*size, *stride, storage_offset or 0]
     if not all(isinstance(v, int) for v in values):
         raise NotImplementedError("as_strided with symbolic sizes or strides")
-    index = torch.full(tuple(size), int(storage_offset or 0), dtype=torch.int64)
+    flat = g.op.Reshape(x, g.const([-1]))
+    return g.op.Gather(flat, g.const(strided_index(size, stride, storage_offset or 0)), axis=0)
+
+
+def strided_index(size: list[int], stride: list[int], offset: int) -> torch.Tensor:
+    """The flat storage position of each element of an as_strided view, shaped like it."""
+    index = torch.full(tuple(size), int(offset), dtype=torch.int64)
     for d, (n, s) in enumerate(zip(size, stride, strict=False)):
         shape = [1] * len(size)
         shape[d] = n
         index = index + (torch.arange(n, dtype=torch.int64) * s).reshape(shape)
-    flat = g.op.Reshape(x, g.const([-1]))
-    return g.op.Gather(flat, g.const(index), axis=0)
+    return index
 
 
 def _reads_all_in_order(src: torch.Tensor, out: Any) -> bool:
