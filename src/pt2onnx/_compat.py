@@ -254,3 +254,15 @@ def refine_dynamic_shapes(fixes: list[str], dynamic_shapes: Any) -> Any:
     return refine_dynamic_shapes_from_suggested_fixes(
         "Suggested fixes:\n" + "\n".join(f"  {f}" for f in fixes), dynamic_shapes
     )
+
+
+def linear_cross_entropy_ops() -> tuple[Any, Any] | None:
+    """torch_nn's chunked linear_cross_entropy ops (reduced, unreduced); None before torch 2.13."""
+    try:
+        import torch.nn.modules.linear_cross_entropy  # noqa: F401  (registers the ops)
+
+        ns = torch.ops.torch_nn
+        return (ns._linear_cross_entropy_batch_chunked.default,
+                ns._linear_cross_entropy_batch_chunked_no_reduction.default)
+    except (ImportError, AttributeError, RuntimeError):
+        return None
