@@ -249,8 +249,10 @@ class Translator:
                 or value.is_initializer()
                 or value.producer() is None
             ):
-                value = self.g.op.Identity(value)
+                source, value = value, self.g.op.Identity(value)
                 self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
+                if value.type is None:  # a constant output (an int the model returns)
+                    value.type, value.shape = source.type, source.shape
             seen.add(id(value))
             if wanted is not None:
                 self._names.discard(value.name or "")
