@@ -340,3 +340,19 @@ def _reads_all_in_order(src: torch.Tensor, out: Any) -> bool:
         and statically_known_true(out.storage_offset() == src.storage_offset())
         and statically_known_true(out.numel() == src.numel())
     )
+
+
+@translation(aten.resize.default)
+def resize(g: RuleContext, x: ir.Value, size: list[Any], *, memory_format: Any = None) -> ir.Value:
+    """resize(Tensor self, SymInt[] size, *, MemoryFormat? memory_format=None) -> Tensor"""
+    # torch keeps the storage: the first elements in order, and uninitialised memory
+    # past the old end, which here reads as zeros.
+    shape = shape_value(g, size)
+    flat = g.op.Reshape(x, g.const([-1]))
+    numel = g.op.ReduceProd(shape, keepdims=1) if g.opset >= 18 else g.op.ReduceProd(
+        shape, keepdims=1, axes=[0])
+    extra = g.op.Max(g.op.Sub(numel, g.op.Reshape(g.op.Size(x), g.const([1]))), g.const([0]))
+    assert x.dtype is not None
+    zeros = g.op.Expand(g.const(0, x.dtype), extra)
+    kept = g.op.Slice(g.op.Concat(flat, zeros, axis=0), g.const([0]), numel)
+    return g.op.Reshape(kept, shape, allowzero=1)
