@@ -259,7 +259,7 @@ def refine_dynamic_shapes(fixes: list[str], dynamic_shapes: Any) -> Any:
 def linear_cross_entropy_ops() -> tuple[Any, Any] | None:
     """torch_nn's chunked linear_cross_entropy ops (reduced, unreduced); None before torch 2.13."""
     try:
-        import torch.nn.modules.linear_cross_entropy  # noqa: F401  (registers the ops)
+        import torch.nn.modules.linear_cross_entropy  # registers the ops
 
         ns = torch.ops.torch_nn
         return (ns._linear_cross_entropy_batch_chunked.default,

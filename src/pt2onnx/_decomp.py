@@ -181,7 +181,8 @@ def trace(fn: Callable[..., Any], node: torch.fx.Node) -> tuple[torch.fx.GraphMo
         if used is not None and isinstance(out, (tuple, list)):
             kept = [o if i in used else None for i, o in enumerate(out)]
             # A named tuple (torch.return_types) takes its fields as arguments.
-            out = type(out)(*kept) if hasattr(out, "_fields") else type(out)(kept)
+            cls: Any = type(out)
+            out = cls(*kept) if hasattr(out, "_fields") else cls(kept)
         flat, out_spec = pytree.tree_flatten(out)
         out_specs.append(out_spec)
         return flat

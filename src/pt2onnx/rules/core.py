@@ -104,12 +104,12 @@ def _replayed_offset(g: RuleContext) -> ir.Value:
     has no first element; it reports the base's size, where torch's offset is at most that.
     """
     assert g.node is not None
-    arg = g.node.args[0]
+    arg: Any = g.node.args[0]
     chain = []
     root = arg
     while _is_view(root):
         chain.append(root)
-        root = root.args[0]  # type: ignore[union-attr]
+        root = root.args[0]
     root_val = getattr(root, "meta", {}).get("val")
     if not chain or not isinstance(root_val, torch.Tensor) or not root_val.is_contiguous() or \
             root_val.storage_offset() != 0:

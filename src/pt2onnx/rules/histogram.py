@@ -80,12 +80,12 @@ def _outer_edges(g: RuleContext, rows: ir.Value, dims: int, empty: bool,
                         g.const(float(torch.tensor(hi, dtype=torch.float64).to(t)), dtype)))
             continue
         at = g.const([d])
-        lo = g.cast(g.op.Gather(mins, at, axis=0), double)
-        hi = g.cast(g.op.Gather(maxs, at, axis=0), double)
+        low = g.cast(g.op.Gather(mins, at, axis=0), double)
+        high = g.cast(g.op.Gather(maxs, at, axis=0), double)
         # Equal ends widen by 0.5 each way, in double as torch does, then round to dtype.
-        same = g.op.Cast(g.op.Equal(lo, hi), to=double)
+        same = g.op.Cast(g.op.Equal(low, high), to=double)
         half = g.op.Mul(same, g.const(0.5, double))
-        out.append((g.cast(g.op.Sub(lo, half), dtype), g.cast(g.op.Add(hi, half), dtype)))
+        out.append((g.cast(g.op.Sub(low, half), dtype), g.cast(g.op.Add(high, half), dtype)))
     return out
 
 
@@ -200,7 +200,7 @@ def histogramdd_from_bin_tensors(g: RuleContext, x: ir.Value, bins: list[ir.Valu
 
 
 def _numel(x: ir.Value, per_row: int = 1) -> Any:
-    dims = list(x.shape) if x.shape is not None else [None]
+    dims: list[Any] = list(x.shape) if x.shape is not None else [None]
     if all(isinstance(d, int) for d in dims):
         return math.prod(dims) // per_row
     return None
