@@ -284,7 +284,6 @@ CASES: list[OpCase] = [
     case("diagflat", f32),
     case("diagonal", f32, i64),
     case("diagonal_copy", f32),
-    case("diagonal_scatter", f32, xfails=(xfail("aten::diagonal_scatter has no rule and torch's default decompositions keep it"),)),
     case("diff", f32),
     case("div.floor_rounding", f32, i64),
     case("div.no_rounding_mode", f32, f16),
