@@ -104,13 +104,13 @@ def _scatter_reduce(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src:
         # Positions that receive values start from the reduction's identity.
         fill = g.op.Expand(g.const(_identity(reduce, dtype), dtype), g.op.Shape(index))
         base = _scatter(g, x, dim, index, fill)
-        base.shape = x.shape
+        base.dtype, base.shape = dtype, x.shape
     out = _scatter(g, base, dim, index, src, _ONNX_REDUCTION[reduce])
     if reduce != "mean":
         return out
     ones = g.op.Expand(g.const(1, dtype), g.op.Shape(index))
     start = g.op.Expand(g.const(1 if include_self else 0, dtype), g.op.Shape(x))
-    start.shape = x.shape
+    start.dtype, start.shape = dtype, x.shape
     count = _scatter(g, start, dim, index, ones, "add")
     count = g.op.Max(count, g.const(1, dtype))
     if is_float(dtype):
@@ -149,7 +149,7 @@ def _index_reduce(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, source
     shape = [1] * r
     shape[d] = -1
     full = g.op.Expand(g.op.Reshape(index, g.const(shape)), g.op.Shape(source))
-    full.shape = source.shape
+    full.dtype, full.shape = ir.DataType.INT64, source.shape
     return _scatter_reduce(g, x, d, full, source, reduce, include_self)
 
 
