@@ -130,12 +130,12 @@ def _replayed_offset(g: RuleContext) -> ir.Value:
     for n in reversed(chain):
         env[n] = graph.node_copy(n, lookup)
     graph.output(env[arg])
-    base = g.value_of(root)
+    base = g._value_of(root)
     positions = g.op.Reshape(g.op.Range(g.const(0), g.op.Size(base), g.const(1)),
                              g.op.Shape(base))
     positions.dtype, positions.shape = ir.DataType.INT64, base.shape
     (view,) = g.inline(torch.fx.GraphModule({}, graph),
-                       [positions, *(g.value_of(n) for n in outside)])
+                       [positions, *(g._value_of(n) for n in outside)])
     flat = g.op.Reshape(g.cast(view, ir.DataType.INT64), g.const([-1]))
     first = g.op.Concat(flat, g.op.Reshape(g.op.Size(base), g.const([1])), axis=0)
     return g.op.ReduceMin(first, keepdims=0)
