@@ -36,7 +36,8 @@ import pt2onnx
 
 
 def _run_pt2onnx(module: torch.nn.Module, tensors: tuple[Any, ...], opset: int) -> list[Any]:
-    return pt2onnx.export(module, tensors, opset=opset).run(*tensors)
+    prog = pt2onnx.export(module, tensors, opset=opset)
+    return harness.run_onnx(prog.model_proto, tensors)
 
 
 _TORCHLIB_CACHE: dict[Any, Any] = {}
@@ -67,17 +68,14 @@ def _reuse_torchlib_registry() -> None:
 
 
 def _run_torch_onnx(module: torch.nn.Module, tensors: tuple[Any, ...], opset: int) -> list[Any]:
+<<<<<<< HEAD
     import onnxruntime as ort
 
     _reuse_torchlib_registry()
+=======
+>>>>>>> wtd
     prog = torch.onnx.export(module, tensors, dynamo=True, opset_version=opset, verbose=False)
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    session = ort.InferenceSession(prog.model_proto.SerializeToString(), opts,
-                                   providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    feeds = {n: t.numpy() for n, t in zip(names, tensors, strict=False)}
-    return list(session.run(None, feeds))
+    return harness.run_onnx(prog.model_proto, tensors)
 
 
 EXPORTERS = {"pt2onnx": _run_pt2onnx, "torch.onnx": _run_torch_onnx}

@@ -181,12 +181,22 @@ def test_custom_translation_wins_over_decomposition():
 
 
 def test_composite_op_with_no_node_decomposition_retraces_the_program(whole_program):
-    """cross_entropy_loss has no rule and no table entry; torch's dispatcher still
+    """circular pad has no rule and no table entry; torch's dispatcher still
     decomposes it when the whole program is retraced, the last link of the chain."""
-    x, target = torch.randn(4, 5), torch.tensor([0, 2, 1, 4])
-    prog = pt2onnx.export(lambda a, t: nn.functional.cross_entropy(a, t), (x, target))
+    x = torch.randn(1, 4, 5)
+    prog = pt2onnx.export(lambda a: nn.functional.pad(a, (1, 1), mode="circular"), (x,))
     assert len(whole_program) == 1
     assert prog.report.decomposition.startswith("run_decompositions")
+    assert prog.verify(x).ok
+
+
+def test_decomposition_returning_a_named_tuple_drops_unused_fields(whole_program):
+    """cross_entropy decomposes into nll_loss_forward, whose (output, total_weight) named
+    tuple must survive the trace dropping the unused total_weight."""
+    x, target = torch.randn(4, 5), torch.tensor([0, 2, 1, 4])
+    prog = pt2onnx.export(lambda a, t: nn.functional.cross_entropy(a, t), (x, target))
+    assert not whole_program
+    assert prog.report.decomposition.startswith("per node")
     assert prog.verify(x, target).ok
 
 

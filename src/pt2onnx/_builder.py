@@ -131,6 +131,9 @@ class RuleContext:
         self._transposed: dict[int, ir.Value] = {}
         # Set by the translator: translates an FX subgraph into the current node list.
         self.inline: Any = None
+        # Set by the translator: the value an FX node translated to (sym_storage_offset
+        # replays views from it); private, not part of the rule API.
+        self._value_of: Any = None
 
     # -- node emission -------------------------------------------------
     def add_node(

@@ -163,7 +163,7 @@ def _capture_module(
             raise
         except Exception as exc:
             errors.append(f"torch.export.export(strict={strict}) failed: {_short(exc)}")
-            if _is_shape_spec_error(exc):
+            if dynamic_shapes is not None and _is_shape_spec_error(exc):
                 # The dynamic_shapes spec is wrong; strict mode would say the same.
                 raise CaptureError(_spec_error_message(exc)) from None
             continue
@@ -224,6 +224,10 @@ def _is_shape_spec_error(exc: BaseException) -> bool:
     a spec that does not fit the inputs), which strict mode or a trace would not fix."""
     if type(exc).__name__ == "ConstraintViolationError":
         return True
+    if _is_data_dependent(exc):
+        # Strict mode reports a guard on a data-dependent value (an if on tensor data,
+        # .item() as a size) as a constraint violation; no spec fixes it, a trace may.
+        return False
     if type(exc).__name__ != "UserError":
         return False
     kind = getattr(getattr(exc, "error_type", None), "name", "")
@@ -231,6 +235,16 @@ def _is_shape_spec_error(exc: BaseException) -> bool:
     if kind in ("CONSTRAINT_VIOLATION", "DYNAMIC_DIM"):
         return True
     return kind == "INVALID_INPUT" and "dynamic_shapes" in text
+
+
+def _is_data_dependent(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ == "GuardOnDataDependentSymNode" or \
+                "data-dependent expression" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _complete_dynamic_shapes(

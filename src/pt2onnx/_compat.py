@@ -256,6 +256,7 @@ def refine_dynamic_shapes(fixes: list[str], dynamic_shapes: Any) -> Any:
     )
 
 
+<<<<<<< HEAD
 def exporter_error_base() -> type[Exception]:
     """torch.onnx's error base class where this torch has one, so that code written
     ``except torch.onnx.errors.OnnxExporterError`` also catches pt2onnx's errors."""
@@ -264,3 +265,15 @@ def exporter_error_base() -> type[Exception]:
     except ImportError:  # pragma: no cover - every tested torch has it
         return Exception
     return OnnxExporterError
+=======
+def linear_cross_entropy_ops() -> tuple[Any, Any] | None:
+    """torch_nn's chunked linear_cross_entropy ops (reduced, unreduced); None before torch 2.13."""
+    try:
+        import torch.nn.modules.linear_cross_entropy  # registers the ops
+
+        ns = torch.ops.torch_nn
+        return (ns._linear_cross_entropy_batch_chunked.default,
+                ns._linear_cross_entropy_batch_chunked_no_reduction.default)
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+>>>>>>> wtd

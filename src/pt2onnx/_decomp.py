@@ -179,7 +179,10 @@ def trace(fn: Callable[..., Any], node: torch.fx.Node) -> tuple[torch.fx.GraphMo
         args, kwargs = _plain(pytree.tree_unflatten(filled, spec))
         out = fn(*args, **kwargs)
         if used is not None and isinstance(out, (tuple, list)):
-            out = type(out)(o if i in used else None for i, o in enumerate(out))
+            kept = [o if i in used else None for i, o in enumerate(out)]
+            # A named tuple (torch.return_types) takes its fields as arguments.
+            cls: Any = type(out)
+            out = cls(*kept) if hasattr(out, "_fields") else cls(kept)
         flat, out_spec = pytree.tree_flatten(out)
         out_specs.append(out_spec)
         return flat

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from pt2onnx import _compat
+
 aten = torch.ops.aten
 prims = torch.ops.prims
 
@@ -81,3 +83,57 @@ def logcumsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
     rows = last.unsqueeze(-2).expand(*last.shape[:-1], n, n)
     masked = torch.where(keep, rows, torch.full((), float("-inf"), dtype=x.dtype))
     return torch.logsumexp(masked, -1).movedim(-1, dim)
+
+
+def _linear_cross_entropy(x: torch.Tensor, linear_weight: torch.Tensor, target: torch.Tensor,
+                          linear_bias: torch.Tensor | None, weight: torch.Tensor | None,
+                          reduction: str, ignore_index: int,
+                          label_smoothing: float) -> torch.Tensor:
+    """What the chunked op computes, unchunked: a linear layer, then cross entropy.
+
+    Chunking only bounds memory in eager; one Gemm and one softmax give the same loss.
+    Halves accumulate in float32, as the op's default acc_dtype policy does.
+    """
+    acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    logits = torch.nn.functional.linear(
+        x.to(acc), linear_weight.to(acc), None if linear_bias is None else linear_bias.to(acc))
+    loss = torch.nn.functional.cross_entropy(
+        logits, target, None if weight is None else weight.to(acc), ignore_index=ignore_index,
+        reduction=reduction, label_smoothing=label_smoothing)
+    return loss.to(x.dtype)
+
+
+def _linear_cross_entropy_chunked(
+    x: torch.Tensor, linear_weight: torch.Tensor, target: torch.Tensor,
+    linear_bias: torch.Tensor | None, weight: torch.Tensor | None, reduction: str,
+    ignore_index: int, label_smoothing: float, batch_chunk_size: int, acc_policy: str,
+    acc_dtype: Any, allow_retain_graph: bool, compute_input_grad: bool,
+    compute_linear_weight_grad: bool, compute_linear_bias_grad: bool,
+) -> tuple[torch.Tensor, ...]:
+    """torch_nn::_linear_cross_entropy_batch_chunked: (loss, grad_input, grad_linear_weight, grad_linear_bias)
+
+    An exported (inference) graph asks for no gradients: those outputs are the
+    op's empty placeholders. Gradients are a training-time result ONNX export
+    does not compute.
+    """
+    if compute_input_grad or compute_linear_weight_grad or compute_linear_bias_grad:
+        raise NotImplementedError("linear_cross_entropy gradients are not exported")
+    loss = _linear_cross_entropy(x, linear_weight, target, linear_bias, weight, reduction,
+                                 ignore_index, label_smoothing)
+    return (loss, x.new_empty((0, 0)), x.new_empty((0, 0)), x.new_empty((0,)))
+
+
+def _linear_cross_entropy_chunked_none(
+    x: torch.Tensor, linear_weight: torch.Tensor, target: torch.Tensor,
+    linear_bias: torch.Tensor | None, weight: torch.Tensor | None, ignore_index: int,
+    batch_chunk_size: int, acc_policy: str, acc_dtype: Any,
+) -> torch.Tensor:
+    """torch_nn::_linear_cross_entropy_batch_chunked_no_reduction: the per-sample loss"""
+    return _linear_cross_entropy(x, linear_weight, target, linear_bias, weight, "none",
+                                 ignore_index, 0.0)
+
+
+_LCE = _compat.linear_cross_entropy_ops()
+if _LCE is not None:
+    TABLE[_LCE[0]] = _linear_cross_entropy_chunked
+    TABLE[_LCE[1]] = _linear_cross_entropy_chunked_none

@@ -77,6 +77,7 @@ class Translator:
         self.graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
         self.g = _builder.RuleContext(self.graph, opset)
         self.g.inline = self.inline
+        self.g._value_of = lambda n: self.env[n]
         self.env: dict[torch.fx.Node, Any] = {}
         self.missing: list[MissingOp] = []
         self.histogram: dict[str, int] = {}
@@ -253,10 +254,15 @@ class Translator:
                 or value.is_initializer()
                 or value.producer() is None
             ):
-                value = self.g.op.Identity(value)
+                source, value = value, self.g.op.Identity(value)
                 self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
+<<<<<<< HEAD
             elif value.type is None:  # named inside a decomposition, before it was typed
                 self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
+=======
+                if value.type is None:  # a constant output (an int the model returns)
+                    value.type, value.shape = source.type, source.shape
+>>>>>>> wtd
             seen.add(id(value))
             if wanted is not None:
                 self._names.discard(value.name or "")

@@ -76,6 +76,52 @@ class Outcome:
     message: str = ""
 
 
+def float32_outputs(proto: Any) -> Any:
+    """A copy of ``proto`` whose bfloat16 outputs are cast to float32.
+
+    onnxruntime's Python API cannot return bfloat16 arrays (numpy has no such
+    type), so both exporters' models are compared through this cast; the eager
+    side is cast alike in :func:`compare_outputs`. Exact: float32 holds every bfloat16.
+    """
+    import onnx
+
+    if not any(o.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16
+               for o in proto.graph.output):
+        return proto
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    for out in model.graph.output:
+        if out.type.tensor_type.elem_type != onnx.TensorProto.BFLOAT16:
+            continue
+        name = out.name
+        inner = f"{name}__bfloat16"
+        for node in model.graph.node:
+            node.output[:] = [inner if o == name else o for o in node.output]
+            node.input[:] = [inner if i == name else i for i in node.input]
+        model.graph.node.append(onnx.helper.make_node("Cast", [inner], [name],
+                                                      to=onnx.TensorProto.FLOAT))
+        out.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    return model
+
+
+def run_onnx(proto: Any, tensors: tuple[torch.Tensor, ...]) -> list[np.ndarray]:
+    """Runs ``proto`` in onnxruntime (CPU) on ``tensors``; bfloat16 outputs come back as float32."""
+    import onnxruntime as ort
+
+    if not proto.graph.output:
+        # Nothing to compute (broadcast_shapes() of no shapes returns no tensor), and
+        # onnxruntime refuses to load a graph without values: only the count is compared.
+        return []
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(float32_outputs(proto).SerializeToString(), opts,
+                                   providers=["CPUExecutionProvider"])
+    from pt2onnx.verify import to_numpy
+
+    names = [i.name for i in session.get_inputs()]
+    return list(session.run(None, dict(zip(names, map(to_numpy, tensors), strict=False))))
+
+
 def _flat_outputs(out: Any) -> list[Any]:
     return [x for x in pytree.tree_leaves(out) if x is not None]
 
@@ -92,6 +138,8 @@ def compare_outputs(expected: Any, actual: list[np.ndarray], atol: float = DEFAU
     for i, (e, a) in enumerate(zip(exp, actual, strict=False)):
         if not isinstance(e, torch.Tensor):
             e = torch.tensor(e)
+        if e.dtype == torch.bfloat16:
+            e = e.float()  # as float32_outputs does on the onnxruntime side
         e_np = e.detach().cpu().resolve_conj().numpy()
         if tuple(e_np.shape) != tuple(a.shape):
             return Outcome(False, f"output {i}: shape {a.shape}, expected {e_np.shape}")

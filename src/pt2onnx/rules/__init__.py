@@ -16,6 +16,7 @@ from pt2onnx.rules import (  # noqa: F401
     debug,
     distance,
     elementwise,
+    histogram,
     indexing,
     linalg,
     linalg_solve,

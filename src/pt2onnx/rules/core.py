@@ -84,9 +84,61 @@ def sym_storage_offset(g: RuleContext, x: ir.Value) -> ir.Value:
     """sym_storage_offset(Tensor self) -> SymInt"""
     val = _input_meta(g)
     offset = val.storage_offset() if val is not None else None
-    if not isinstance(offset, int):
-        raise NotImplementedError("symbolic storage offset")
-    return g.const(offset)
+    if isinstance(offset, int):
+        return g.const(offset)
+    return _replayed_offset(g)
+
+
+def _is_view(node: Any) -> bool:
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return _is_view(node.args[0])
+    return isinstance(node.target, torch._ops.OpOverload) and node.target.is_view
+
+
+def _replayed_offset(g: RuleContext) -> ir.Value:
+    """A view at a data-dependent position (tensor_split by a tensor, say): the offset
+    is where its first element sits in its base, so the chain of view ops from the
+    base is replayed on the positions 0..n-1 of the base's elements. An empty view
+    has no first element; it reports the base's size, where torch's offset is at most that.
+    """
+    assert g.node is not None
+    arg: Any = g.node.args[0]
+    chain = []
+    root = arg
+    while _is_view(root):
+        chain.append(root)
+        root = root.args[0]
+    root_val = getattr(root, "meta", {}).get("val")
+    if not chain or not isinstance(root_val, torch.Tensor) or not root_val.is_contiguous() or \
+            root_val.storage_offset() != 0:
+        raise NotImplementedError("symbolic storage offset of a tensor that is not a view of "
+                                  "a contiguous tensor")
+    graph = torch.fx.Graph()
+    env: dict[Any, Any] = {root: graph.placeholder("base")}
+    env[root].meta = dict(root.meta)
+    outside: list[Any] = []
+
+    def lookup(n: torch.fx.Node) -> torch.fx.Node:
+        if n not in env:
+            env[n] = graph.placeholder(f"arg_{len(outside)}")
+            env[n].meta = dict(n.meta)
+            outside.append(n)
+        return env[n]
+
+    for n in reversed(chain):
+        env[n] = graph.node_copy(n, lookup)
+    graph.output(env[arg])
+    base = g._value_of(root)
+    positions = g.op.Reshape(g.op.Range(g.const(0), g.op.Size(base), g.const(1)),
+                             g.op.Shape(base))
+    positions.dtype, positions.shape = ir.DataType.INT64, base.shape
+    (view,) = g.inline(torch.fx.GraphModule({}, graph),
+                       [positions, *(g._value_of(n) for n in outside)])
+    flat = g.op.Reshape(g.cast(view, ir.DataType.INT64), g.const([-1]))
+    first = g.op.Concat(flat, g.op.Reshape(g.op.Size(base), g.const([1])), axis=0)
+    return g.op.ReduceMin(first, keepdims=0)
 
 
 @translation(aten.sym_is_contiguous.default)

@@ -1,4 +1,5 @@
-"""Ops whose output shape depends on the data: masked_select, unique."""
+"""Ops whose output shape depends on the data: masked_select, unique, unique_consecutive,
+nonzero_static (a static shape, padded)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import onnx_ir as ir
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten
+from pt2onnx.rules._common import INT64_MAX, aten
 
 
 @translation(aten.masked_select.default)
@@ -39,3 +40,53 @@ def unique2(g: RuleContext, x: ir.Value, sorted: bool = True, return_inverse: bo
     inverse = g.op.Reshape(inverse, g.op.Shape(x)) if return_inverse else g.const([], ir.DataType.INT64)
     counts = counts if return_counts else g.const([], ir.DataType.INT64)
     return values, inverse, counts
+
+
+@translation(aten.unique_consecutive.default)
+def unique_consecutive(g: RuleContext, x: ir.Value, return_inverse: bool = False,
+                       return_counts: bool = False, dim: int | None = None) -> tuple[Any, ...]:
+    """unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)"""
+    if dim is None:
+        x_in, d = g.op.Reshape(x, g.const([-1])), 0
+    else:
+        x_in, d = x, dim + len(x.shape) if dim < 0 else dim  # type: ignore[arg-type]
+    head = g.op.Slice(x_in, g.const([1]), g.const([INT64_MAX]), g.const([d]))
+    tail = g.op.Slice(x_in, g.const([0]), g.const([-1]), g.const([d]))
+    changed = g.op.Not(g.op.Equal(head, tail))  # NaN != NaN, as in torch
+    others = [a for a in range(len(x.shape or ())) if a != d] if dim is not None else []
+    if others:
+        # A slice along dim starts a new run when any of its elements differs.
+        counted = g.op.Cast(changed, to=ir.DataType.INT64)
+        counted = (g.op.ReduceMax(counted, g.const(others), keepdims=0) if g.opset >= 18
+                   else g.op.ReduceMax(counted, axes=others, keepdims=0))
+        changed = g.op.Cast(counted, to=ir.DataType.BOOL)
+    n = g.op.Shape(x_in, start=d, end=d + 1)
+    # Position 0 starts a run; the Slice keeps the mask empty for an empty input.
+    starts = g.op.Slice(g.op.Concat(g.const([True]), changed, axis=0), g.const([0]), n)
+    values = g.op.Compress(x_in, starts, axis=d)
+    empty = g.const([], ir.DataType.INT64)
+    inverse = counts = empty
+    if return_inverse:
+        run = g.op.Sub(g.op.CumSum(g.op.Cast(starts, to=ir.DataType.INT64), g.const(0)),
+                       g.const(1))
+        inverse = g.op.Reshape(run, g.op.Shape(x)) if dim is None else run
+    if return_counts:
+        first = g.op.Reshape(g.op.NonZero(starts), g.const([-1]))
+        following = g.op.Concat(g.op.Slice(first, g.const([1]), g.const([INT64_MAX])), n, axis=0)
+        counts = g.op.Sub(following, first)
+    return values, inverse, counts
+
+
+@translation(aten.nonzero_static.default)
+def nonzero_static(g: RuleContext, x: ir.Value, *, size: Any, fill_value: int = -1) -> ir.Value:
+    """nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor"""
+    r = len(x.shape or ())
+    rows = size if isinstance(size, ir.Value) else g.const(int(size))
+    rows = g.op.Reshape(rows, g.const([1]))
+    if r == 0:
+        return g.op.Expand(g.const(0), g.op.Concat(rows, g.const([0]), axis=0))
+    found = g.op.Transpose(g.op.NonZero(x), perm=[1, 0])
+    # Pad with fill_value rows, then keep the first `size` rows.
+    fill = g.op.Expand(g.const(int(fill_value)), g.op.Concat(rows, g.const([r]), axis=0))
+    both = g.op.Concat(found, fill, axis=0)
+    return g.op.Slice(both, g.const([0]), rows, g.const([0]))

@@ -60,6 +60,23 @@ for _op, _onnx in {aten.floor.default: "Floor", aten.ceil.default: "Ceil",
     translation(_op)(partial(_identity_if_int, _onnx))
 
 
+@translation(aten.round.decimals)
+def round_decimals(g: RuleContext, x: ir.Value, *, decimals: int = 0) -> ir.Value:
+    """round.decimals(Tensor self, *, int decimals) -> Tensor"""
+    if not is_float(x.dtype):
+        return x
+    # As torch's kernel: scale by 10^|d| in the op math type (float32 for halves),
+    # round half to even, scale back; a negative d divides first.
+    compute = ir.DataType.DOUBLE if x.dtype == ir.DataType.DOUBLE else ir.DataType.FLOAT
+    xc = g.cast(x, compute)
+    scale = g.const(float(10.0 ** abs(decimals)), compute)
+    if decimals < 0:
+        out = g.op.Mul(g.op.Round(g.op.Div(xc, scale)), scale)
+    else:
+        out = g.op.Div(g.op.Round(g.op.Mul(xc, scale)), scale)
+    return g.cast(out, x.dtype)  # type: ignore[arg-type]
+
+
 @translation(aten.rsqrt.default)
 def rsqrt(g: RuleContext, x: ir.Value) -> ir.Value:
     """rsqrt(Tensor self) -> Tensor"""

@@ -32,13 +32,17 @@ def batch_norm_inference(g: RuleContext, x: ir.Value, weight: ir.Value | None,
     c = _channels(x)
     dtype = x.dtype
     assert dtype is not None
+    # Inference mode saves no statistics: torch returns two empty tensors.
+    stats = tuple(_zeros(g, 0, dtype) if isinstance(g.meta, (tuple, list)) and g.output_used(i)
+                  else None
+                  for i in (1, 2))
     fused = _fold_into_conv(g, x, weight, bias, running_mean, running_var, eps)
     if fused is not None:
-        return fused, None, None
+        return fused, *stats
     weight = weight if weight is not None else _ones(g, c, dtype)
     bias = bias if bias is not None else _zeros(g, c, dtype)
     out = g.op.BatchNormalization(x, weight, bias, running_mean, running_var, epsilon=float(eps))
-    return out, None, None
+    return out, *stats
 
 
 def _raw(v: ir.Value | None) -> torch.Tensor | None:

@@ -249,3 +249,52 @@ def linalg_vector_norm(g: RuleContext, x: ir.Value, ord: Any = 2, dim: Any = Non
     powered.type, powered.shape = x.type, x.shape
     total = reduce(g, "ReduceSum", powered, dim, keepdim)
     return g.op.Pow(total, g.const(1.0 / float(ord), g.dtype))
+
+
+_SEGMENT = {"sum": ("ReduceSum", 0.0), "mean": ("ReduceSum", 0.0), "prod": ("ReduceProd", 1.0),
+            "max": ("ReduceMax", float("-inf")), "min": ("ReduceMin", float("inf"))}
+
+
+@translation(aten.segment_reduce.default)
+def segment_reduce(g: RuleContext, data: ir.Value, reduce_: str, *,
+                   lengths: ir.Value | None = None, indices: ir.Value | None = None,
+                   offsets: ir.Value | None = None, axis: int = 0, unsafe: bool = False,
+                   initial: Any = None) -> ir.Value:
+    """segment_reduce(Tensor data, str reduce, *, Tensor? lengths=None, Tensor? indices=None, Tensor? offsets=None, int axis=0, bool unsafe=False, Scalar? initial=None) -> Tensor"""
+    dtype = g.dtype
+    r = rank(data)
+    ax = normalize_dim(axis, r)
+    i64 = ir.DataType.INT64
+    if offsets is not None:
+        n = g.op.Shape(offsets, start=-1)
+        start = g.op.Slice(offsets, g.const([0]), g.op.Sub(n, g.const([1])), g.const([-1]))
+        end = g.op.Slice(offsets, g.const([1]), n, g.const([-1]))
+    elif lengths is not None:
+        end = g.op.CumSum(lengths, g.const(-1))
+        start = g.op.Sub(end, lengths)
+    else:
+        raise NotImplementedError("segment_reduce needs lengths or offsets")
+    start, end = g.cast(start, i64), g.cast(end, i64)
+    # mask[..., k, p]: position p along axis lies in segment k.
+    size = g.op.Squeeze(g.op.Shape(data, start=ax, end=ax + 1), g.const([0]))
+    pos = g.op.Range(g.const(0), size, g.const(1))
+    tail = [1] * (r - ax - 1)
+    start_k = g.op.Reshape(start, g.const([0] * ax + [-1, 1] + tail))
+    end_k = g.op.Reshape(end, g.const([0] * ax + [-1, 1] + tail))
+    pos = g.op.Reshape(pos, g.const([1, -1] + tail))
+    mask = g.op.And(g.op.LessOrEqual(start_k, pos), g.op.Less(pos, end_k))
+    onnx_op, neutral = _SEGMENT[reduce_]
+    values = g.op.Where(mask, g.op.Unsqueeze(data, g.const([ax])), g.const(neutral, dtype))
+    fn = getattr(g.op, onnx_op)
+    out = (fn(values, axes(g, [ax + 1]), keepdims=0) if onnx_op == "ReduceSum" or g.opset >= 18
+           else fn(values, axes=[ax + 1], keepdims=0))
+    count = g.op.Squeeze(g.cast(g.op.Sub(end_k, start_k), dtype), g.const([ax + 1]))
+    if initial is not None:
+        init = g.const(float(initial), dtype)
+        combine = {"sum": "Add", "mean": "Add", "prod": "Mul", "max": "Max", "min": "Min"}
+        out = getattr(g.op, combine[reduce_])(out, init)
+    if reduce_ == "mean":
+        # An empty segment is initial when given, else NaN (0 / 0).
+        denom = count if initial is None else g.op.Max(count, g.const(1.0, dtype))
+        out = g.op.Div(out, denom)
+    return out

@@ -1,4 +1,5 @@
-"""Scatters: scatter, scatter_add, scatter_reduce, select/slice_scatter, masked_scatter."""
+"""Scatters: scatter, scatter_add, scatter_reduce, index_reduce, put, select/slice/diagonal/
+as_strided_scatter, masked_scatter."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pt2onnx.rules._common import (
     shape_value,
     static_dim,
 )
+from pt2onnx.rules.shape import strided_index
 
 
 def _src_like_index(g: RuleContext, src: ir.Value, index: ir.Value) -> ir.Value:
@@ -102,13 +104,13 @@ def _scatter_reduce(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src:
         # Positions that receive values start from the reduction's identity.
         fill = g.op.Expand(g.const(_identity(reduce, dtype), dtype), g.op.Shape(index))
         base = _scatter(g, x, dim, index, fill)
-        base.shape = x.shape
+        base.dtype, base.shape = dtype, x.shape
     out = _scatter(g, base, dim, index, src, _ONNX_REDUCTION[reduce])
     if reduce != "mean":
         return out
     ones = g.op.Expand(g.const(1, dtype), g.op.Shape(index))
     start = g.op.Expand(g.const(1 if include_self else 0, dtype), g.op.Shape(x))
-    start.shape = x.shape
+    start.dtype, start.shape = dtype, x.shape
     count = _scatter(g, start, dim, index, ones, "add")
     count = g.op.Max(count, g.const(1, dtype))
     if is_float(dtype):
@@ -134,6 +136,99 @@ def scatter_reduce18(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src
                      reduce: str, *, include_self: bool = True) -> ir.Value:
     """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor"""
     return _scatter_reduce(g, x, dim, index, src, reduce, include_self)
+
+
+def _index_reduce(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, source: ir.Value,
+                  reduce: str, include_self: bool = True) -> ir.Value:
+    # index_reduce is scatter_reduce with index repeated over source's other dims.
+    r = rank(x)
+    if r == 0:
+        return _scatter_reduce(g, x, 0, index, g.op.Reshape(source, g.const([1])), reduce,
+                               include_self)
+    d = normalize_dim(dim, r)
+    shape = [1] * r
+    shape[d] = -1
+    full = g.op.Expand(g.op.Reshape(index, g.const(shape)), g.op.Shape(source))
+    full.dtype, full.shape = ir.DataType.INT64, source.shape
+    return _scatter_reduce(g, x, d, full, source, reduce, include_self)
+
+
+@translation(aten.index_reduce.default)
+def index_reduce(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, source: ir.Value,
+                 reduce: str, *, include_self: bool = True) -> ir.Value:
+    """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor"""
+    if reduce in ("amax", "amin"):
+        raise NotImplementedError(
+            f"index_reduce(reduce='{reduce}') needs ScatterElements max/min: opset 18 or later"
+        )
+    return _index_reduce(g, x, dim, index, source, reduce, include_self)
+
+
+@translation(aten.index_reduce.default, since=18)
+def index_reduce18(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, source: ir.Value,
+                   reduce: str, *, include_self: bool = True) -> ir.Value:
+    """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True) -> Tensor"""
+    return _index_reduce(g, x, dim, index, source, reduce, include_self)
+
+
+@translation(aten.put.default)
+def put(g: RuleContext, x: ir.Value, index: ir.Value, source: ir.Value,
+        accumulate: bool = False) -> ir.Value:
+    """put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
+    flat = g.op.Reshape(x, g.const([-1]))
+    idx = g.op.Reshape(index, g.const([-1]))
+    # Negative positions count from the end of the flattened tensor.
+    numel = g.op.Size(x)
+    idx = g.op.Where(g.op.Less(idx, g.const(0)), g.op.Add(idx, numel), idx)
+    updates = g.cast(g.op.Reshape(source, g.const([-1])), g.dtype)
+    out = g.op.ScatterElements(flat, idx, updates, axis=0,
+                               reduction="add" if accumulate else None)
+    return g.op.Reshape(out, g.op.Shape(x))
+
+
+@translation(aten.diagonal_scatter.default)
+def diagonal_scatter(g: RuleContext, x: ir.Value, src: ir.Value, offset: int = 0, dim1: int = 0,
+                     dim2: int = 1) -> ir.Value:
+    """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
+    r = rank(x)
+    d1, d2 = normalize_dim(dim1, r), normalize_dim(dim2, r)
+    n, m = static_dim(x, d1), static_dim(x, d2)
+    rest = [d for d in range(r) if d not in (d1, d2)]
+    perm = [*rest, d1, d2]
+    # With (d1, d2) last and flattened, diagonal element i sits at row*m + col.
+    moved = g.op.Transpose(x, perm=perm)
+    flat = g.op.Reshape(moved, g.const([0] * len(rest) + [n * m]))
+    if offset >= 0:
+        pairs = [(i, i + offset) for i in range(max(0, min(n, m - offset)))]
+    else:
+        pairs = [(i - offset, i) for i in range(max(0, min(n + offset, m)))]
+    if not pairs:
+        return x
+    where = g.op.Expand(g.const([i * m + j for i, j in pairs]), g.op.Shape(src))
+    out = g.op.ScatterElements(flat, where, g.cast(src, g.dtype), axis=len(rest))
+    out = g.op.Reshape(out, g.op.Shape(moved))
+    inverse = [perm.index(d) for d in range(r)]
+    return g.op.Transpose(out, perm=inverse)
+
+
+@translation(aten.as_strided_scatter.default)
+def as_strided_scatter(g: RuleContext, x: ir.Value, src: ir.Value, size: list[Any],
+                       stride: list[Any], storage_offset: Any = None) -> ir.Value:
+    """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor"""
+    # ONNX tensors are dense: exact when self is contiguous in torch, as for as_strided.
+    arg = g.node.args[0] if g.node is not None else None
+    val = getattr(arg, "meta", {}).get("val")
+    if val is not None and not val.is_contiguous():
+        raise NotImplementedError("as_strided_scatter into a tensor that is not contiguous")
+    if not all(isinstance(v, int) for v in [*size, *stride, storage_offset or 0]):
+        raise NotImplementedError("as_strided_scatter with symbolic sizes or strides")
+    index = strided_index(size, stride, storage_offset or 0).reshape(-1)
+    flat = g.op.Reshape(x, g.const([-1]))
+    if index.numel() == 0:
+        return x
+    updates = g.cast(g.op.Reshape(src, g.const([-1])), g.dtype)
+    out = g.op.ScatterElements(flat, g.const(index), updates, axis=0)
+    return g.op.Reshape(out, g.op.Shape(x))
 
 
 def _slice_write(g: RuleContext, x: ir.Value, src: ir.Value, dim: int, start: Any,

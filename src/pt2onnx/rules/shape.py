@@ -249,7 +249,23 @@ def _pad_mode(mode: str, g: RuleContext, x: ir.Value, padding: list[Any]) -> ir.
     for i in range(len(padding) // 2):
         begins[r - 1 - i] = padding[2 * i]
         ends[r - 1 - i] = padding[2 * i + 1]
+    if mode == "edge" and any(isinstance(p, int) and p < 0 for p in begins + ends):
+        # onnxruntime's edge Pad rejects negative pads; torch reads output position j
+        # of an axis from input clamp(j - begin, 0, n - 1), which a Gather does directly.
+        for axis in range(r):
+            if begins[axis] != 0 or ends[axis] != 0:
+                x = _edge_gather(g, x, axis, begins[axis], ends[axis])
+        return x
     return g.op.Pad(x, g.int_list(begins + ends), mode=mode)
+
+
+def _edge_gather(g: RuleContext, x: ir.Value, axis: int, begin: Any, end: Any) -> ir.Value:
+    n = g.op.Squeeze(g.op.Shape(x, start=axis, end=axis + 1), g.const([0]))
+    begin = begin if isinstance(begin, ir.Value) else g.const(int(begin))
+    end = end if isinstance(end, ir.Value) else g.const(int(end))
+    positions = g.op.Range(g.op.Neg(begin), g.op.Add(n, end), g.const(1))
+    index = g.op.Max(g.op.Min(positions, g.op.Sub(n, g.const(1))), g.const(0))
+    return g.op.Gather(x, index, axis=axis)
 
 
 for _op, _mode in (
@@ -302,13 +318,18 @@ def as_strided(g: RuleContext, x: ir.Value, size: list[Any], stride: list[Any],
     values = [*size, *stride, storage_offset or 0]
     if not all(isinstance(v, int) for v in values):
         raise NotImplementedError("as_strided with symbolic sizes or strides")
-    index = torch.full(tuple(size), int(storage_offset or 0), dtype=torch.int64)
+    flat = g.op.Reshape(x, g.const([-1]))
+    return g.op.Gather(flat, g.const(strided_index(size, stride, storage_offset or 0)), axis=0)
+
+
+def strided_index(size: list[int], stride: list[int], offset: int) -> torch.Tensor:
+    """The flat storage position of each element of an as_strided view, shaped like it."""
+    index = torch.full(tuple(size), int(offset), dtype=torch.int64)
     for d, (n, s) in enumerate(zip(size, stride, strict=False)):
         shape = [1] * len(size)
         shape[d] = n
         index = index + (torch.arange(n, dtype=torch.int64) * s).reshape(shape)
-    flat = g.op.Reshape(x, g.const([-1]))
-    return g.op.Gather(flat, g.const(index), axis=0)
+    return index
 
 
 def _reads_all_in_order(src: torch.Tensor, out: Any) -> bool:
@@ -319,3 +340,19 @@ def _reads_all_in_order(src: torch.Tensor, out: Any) -> bool:
         and statically_known_true(out.storage_offset() == src.storage_offset())
         and statically_known_true(out.numel() == src.numel())
     )
+
+
+@translation(aten.resize.default)
+def resize(g: RuleContext, x: ir.Value, size: list[Any], *, memory_format: Any = None) -> ir.Value:
+    """resize(Tensor self, SymInt[] size, *, MemoryFormat? memory_format=None) -> Tensor"""
+    # torch keeps the storage: the first elements in order, and uninitialised memory
+    # past the old end, which here reads as zeros.
+    shape = shape_value(g, size)
+    flat = g.op.Reshape(x, g.const([-1]))
+    numel = g.op.ReduceProd(shape, keepdims=1) if g.opset >= 18 else g.op.ReduceProd(
+        shape, keepdims=1, axes=[0])
+    extra = g.op.Max(g.op.Sub(numel, g.op.Reshape(g.op.Size(x), g.const([1]))), g.const([0]))
+    assert x.dtype is not None
+    zeros = g.op.Expand(g.const(0, x.dtype), extra)
+    kept = g.op.Slice(g.op.Concat(flat, zeros, axis=0), g.const([0]), numel)
+    return g.op.Reshape(kept, shape, allowzero=1)
