@@ -68,12 +68,7 @@ def _reuse_torchlib_registry() -> None:
 
 
 def _run_torch_onnx(module: torch.nn.Module, tensors: tuple[Any, ...], opset: int) -> list[Any]:
-<<<<<<< HEAD
-    import onnxruntime as ort
-
     _reuse_torchlib_registry()
-=======
->>>>>>> wtd
     prog = torch.onnx.export(module, tensors, dynamo=True, opset_version=opset, verbose=False)
     return harness.run_onnx(prog.model_proto, tensors)
 

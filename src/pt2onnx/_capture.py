@@ -109,7 +109,7 @@ def _holds_fake(value: Any) -> bool:
     leaves = torch.utils._pytree.tree_leaves(value) if isinstance(
         value, (tuple, list, dict)) else [value]
     return any(isinstance(leaf, FakeTensor) or (
-        isinstance(leaf, torch.Tensor) and torch._C._is_functional_tensor(leaf))
+        isinstance(leaf, torch.Tensor) and torch._C._is_functional_tensor(leaf))  # type: ignore[attr-defined]
         for leaf in leaves)
 
 

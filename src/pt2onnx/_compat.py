@@ -256,7 +256,6 @@ def refine_dynamic_shapes(fixes: list[str], dynamic_shapes: Any) -> Any:
     )
 
 
-<<<<<<< HEAD
 def exporter_error_base() -> type[Exception]:
     """torch.onnx's error base class where this torch has one, so that code written
     ``except torch.onnx.errors.OnnxExporterError`` also catches pt2onnx's errors."""
@@ -265,7 +264,8 @@ def exporter_error_base() -> type[Exception]:
     except ImportError:  # pragma: no cover - every tested torch has it
         return Exception
     return OnnxExporterError
-=======
+
+
 def linear_cross_entropy_ops() -> tuple[Any, Any] | None:
     """torch_nn's chunked linear_cross_entropy ops (reduced, unreduced); None before torch 2.13."""
     try:
@@ -276,4 +276,3 @@ def linear_cross_entropy_ops() -> tuple[Any, Any] | None:
                 ns._linear_cross_entropy_batch_chunked_no_reduction.default)
     except (ImportError, AttributeError, RuntimeError):
         return None
->>>>>>> wtd

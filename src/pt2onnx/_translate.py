@@ -256,13 +256,10 @@ class Translator:
             ):
                 source, value = value, self.g.op.Identity(value)
                 self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
-<<<<<<< HEAD
-            elif value.type is None:  # named inside a decomposition, before it was typed
-                self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
-=======
                 if value.type is None:  # a constant output (an int the model returns)
                     value.type, value.shape = source.type, source.shape
->>>>>>> wtd
+            elif value.type is None:  # named inside a decomposition, before it was typed
+                self._type_value(value, getattr(fx_out, "meta", {}).get("val"))
             seen.add(id(value))
             if wanted is not None:
                 self._names.discard(value.name or "")

@@ -64,14 +64,10 @@ def test_opinfo(case: OpCase, dtype: torch.dtype, opset: int, group: str) -> Non
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             prog = pt2onnx.export(module, tensors, opset=opset)
-<<<<<<< HEAD
         # Every file must pass onnx's full check (typed graph and subgraph outputs,
         # shape inference), not only run in onnxruntime.
         onnx.checker.check_model(ir.to_proto(prog.model), full_check=True)
-        actual = prog.run(*tensors)
-=======
         actual = harness.run_onnx(prog.model_proto, tensors)
->>>>>>> wtd
         atol, rtol = case.tolerance(dtype)
         outcome = harness.compare_outputs(expected, actual, atol, rtol,
                                           shape_only=case.shape_only)
