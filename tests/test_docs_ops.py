@@ -33,3 +33,19 @@ def test_xfail_names_are_ops() -> None:
     names = {r["op"] for r in _support.support_matrix()}
     unknown = sorted(set(_support.XFAILS) - names)
     assert not unknown, f"XFAILS names ops that are not in the matrix: {unknown}"
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "opinfo_all.json"
+
+
+def test_every_failing_opinfo_entry_has_a_reason() -> None:
+    from pt2onnx._opinfo_gaps import CAUSES, GAPS
+
+    run = json.loads(RESULTS.read_text())
+    failing = {name for name, r in run["results"].items() if r["pt2onnx"] != "pass"}
+    missing = sorted(failing - set(GAPS))
+    stale = sorted(set(GAPS) - failing)
+    assert not missing, f"failing OpInfo entries with no reason in _opinfo_gaps.GAPS: {missing}"
+    assert not stale, f"_opinfo_gaps.GAPS lists entries that pass now: {stale}"
+    assert {cause for cause, _ in GAPS.values()} <= set(CAUSES)
+    assert run["ops"] == len(run["results"])

@@ -247,4 +247,23 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
             f"| `{r['op']}` | {'yes' if r['supported'] else 'no'} | "
             f"{', '.join(map(str, r['opsets']))} | {notes} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _opinfo_gap_lines()) + "\n"
+
+
+def _opinfo_gap_lines() -> list[str]:
+    from pt2onnx._opinfo_gaps import CAUSES, GAPS, MEASURED
+
+    lines = ["", "## OpInfo entries that do not pass, by cause", "",
+             "`benchmarks/opinfo_compare.py --all` exports the first two float32 samples of "
+             "every entry of torch's `op_db` at the default opset and compares onnxruntime "
+             "with eager PyTorch. " + MEASURED + " Each entry that does not pass is below, "
+             "with its reason; tests/test_docs_ops.py checks this list against the latest "
+             "run (`benchmarks/results/opinfo_all.json`).", ""]
+    for cause, text in CAUSES.items():
+        entries = sorted((name, why) for name, (c, why) in GAPS.items() if c == cause)
+        if not entries:
+            continue
+        lines += [f"### {text} ({len(entries)})", "", "| entry | reason |", "|---|---|"]
+        lines += [f"| `{name}` | {why} |" for name, why in entries]
+        lines.append("")
+    return lines[:-1] if lines[-1] == "" else lines
