@@ -6,6 +6,7 @@ Importing this package registers every rule in ``pt2onnx._registry.REGISTRY``.
 from pt2onnx.rules import (  # noqa: F401
     attention,
     backward,
+    complex,
     composite,
     control_flow,
     core,
@@ -15,6 +16,7 @@ from pt2onnx.rules import (  # noqa: F401
     debug,
     distance,
     elementwise,
+    fft,
     indexing,
     linalg,
     nn,

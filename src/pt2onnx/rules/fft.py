@@ -1,0 +1,139 @@
+"""FFTs: ATen's _fft_r2c, _fft_c2c and _fft_c2r as ONNX DFT, one DFT per transformed dim.
+
+Complex values are (real, imag) pairs in a trailing axis (see rules/complex.py),
+which is the layout DFT reads and writes. torch.fft's functions (fft, rfftn,
+ihfft2, stft, ...) decompose into these three ops plus padding, slicing and
+conjugation. DFT takes its axis as an attribute up to opset 19 and as an input
+from opset 20.
+
+ATen's ``normalization`` is 0 (none), 1 (divide by sqrt(n)) or 2 (divide by n),
+with n the product of the signal sizes over the transformed dims. DFT's inverse
+divides by each axis' size, so an inverse transform is scaled by n first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import onnx_ir as ir
+
+from pt2onnx._builder import RuleContext
+from pt2onnx._registry import translation
+from pt2onnx.rules._common import aten, normalize_dim, rank
+from pt2onnx.rules.complex import conj, real_part
+
+
+def _dft(g: RuleContext, x: ir.Value, axis: int, *, inverse: bool = False,
+         onesided: bool = False) -> ir.Value:
+    """One DFT along ``axis`` (a non-negative axis of the pair tensor ``x``)."""
+    if g.opset >= 20:
+        return g.op.DFT(x, None, g.const(axis), inverse=int(inverse), onesided=int(onesided))
+    return g.op.DFT(x, axis=axis, inverse=int(inverse), onesided=int(onesided))
+
+
+def _signal_size(sizes: list[Any]) -> int:
+    """n, the product of the transformed sizes; they must be static."""
+    if not all(isinstance(s, int) for s in sizes):
+        raise NotImplementedError(
+            f"FFT over dims of symbolic size ({sizes}): the normalization needs static sizes")
+    return math.prod(sizes)
+
+
+def _scale(g: RuleContext, y: ir.Value, factor: float) -> ir.Value:
+    if factor == 1.0:
+        return y
+    return g.op.Mul(y, g.const(factor, g.dtype))
+
+
+def _norm_factor(normalization: int, n: int) -> float:
+    """What ATen multiplies an unnormalized transform by."""
+    if normalization == 0 or n == 0:
+        return 1.0
+    if normalization == 1:
+        return 1.0 / math.sqrt(n)
+    if normalization == 2:
+        return 1.0 / n
+    raise ValueError(f"unknown FFT normalization {normalization}")
+
+
+def _input_sizes(g: RuleContext, dims: list[int]) -> list[Any]:
+    assert g.node is not None
+    val = g.node.args[0].meta["val"]  # type: ignore[union-attr]
+    return [val.shape[d] for d in dims]
+
+
+def _check_float(x: ir.Value) -> None:
+    if x.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
+        raise NotImplementedError(
+            f"FFT of {x.dtype}: ONNX DFT in onnxruntime takes float32 and float64 only; "
+            "cast the input to torch.float32 first")
+
+
+@translation(aten._fft_r2c.default, complex=True)
+def fft_r2c(g: RuleContext, x: ir.Value, dim: list[int], normalization: int,
+            onesided: bool) -> ir.Value:
+    """_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
+    _check_float(x)
+    r = rank(x)
+    dims = [normalize_dim(d, r) for d in dim]
+    n = _signal_size(_input_sizes(g, dims))
+    # Real input: a trailing axis of size 1. The last dim is the one a onesided
+    # transform halves; the others are complex transforms of that.
+    y = g.op.Unsqueeze(x, g.const([-1]))
+    y = _dft(g, y, dims[-1], onesided=onesided)
+    for d in dims[:-1]:
+        y = _dft(g, y, d)
+    return _scale(g, y, _norm_factor(normalization, n))
+
+
+@translation(aten._fft_c2c.default, complex=True)
+def fft_c2c(g: RuleContext, x: ir.Value, dim: list[int], normalization: int,
+            forward: bool) -> ir.Value:
+    """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
+    _check_float(x)
+    r = rank(x) - 1
+    dims = [normalize_dim(d, r) for d in dim]
+    if not dims:
+        return x
+    n = _signal_size(_input_sizes(g, dims))
+    y = x
+    for d in dims:
+        y = _dft(g, y, d, inverse=not forward)
+    factor = _norm_factor(normalization, n) * (1 if forward else n)
+    return _scale(g, y, factor)
+
+
+@translation(aten._fft_c2r.default, complex=True)
+def fft_c2r(g: RuleContext, x: ir.Value, dim: list[int], normalization: int,
+            last_dim_size: Any) -> ir.Value:
+    """_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
+    _check_float(x)
+    if not isinstance(last_dim_size, int):
+        raise NotImplementedError("_fft_c2r with a symbolic last_dim_size")
+    r = rank(x) - 1
+    dims = [normalize_dim(d, r) for d in dim]
+    m = last_dim_size
+    n = _signal_size([*_input_sizes(g, dims[:-1]), m])
+    y = x
+    for d in dims[:-1]:
+        y = _dft(g, y, d, inverse=True)
+    # The last dim holds X[0..m//2]; the rest of the spectrum is Hermitian:
+    # X[k] = conj(X[m - k]). The imaginary parts of X[0] (and X[m/2]) only add an
+    # imaginary part to the result, which is dropped, as torch's c2r ignores them.
+    last = dims[-1]
+    half = m // 2 + 1
+    have = _input_sizes(g, [last])[0]
+    if isinstance(have, int) and have > half:
+        y = g.op.Slice(y, g.const([0]), g.const([half]), g.const([last]))
+    elif isinstance(have, int) and have < half:
+        pads = [0] * (2 * (r + 1))
+        pads[r + 1 + last] = half - have
+        y = g.op.Pad(y, g.const(pads), g.const(0.0, g.dtype), mode="constant")
+    if (m - 1) // 2 >= 1:
+        mirror = g.op.Slice(y, g.const([(m - 1) // 2]), g.const([0]), g.const([last]),
+                            g.const([-1]))
+        y = g.op.Concat(y, conj(g, mirror), axis=last)
+    y = real_part(g, _dft(g, y, last, inverse=True))
+    return _scale(g, y, _norm_factor(normalization, n) * n)
+
