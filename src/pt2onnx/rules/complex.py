@@ -75,8 +75,9 @@ def _is_complex_arg(x: Any) -> bool:
     return isinstance(x, complex) or (isinstance(x, ir.Value) and is_complex(x))
 
 
-def conj(g: RuleContext, x: ir.Value) -> ir.Value:
-    return g.op.Mul(x, g.const([1.0, -1.0], x.dtype or g.dtype))
+def conj(g: RuleContext, x: ir.Value, dtype: ir.DataType | None = None) -> ir.Value:
+    """The conjugate of a pair tensor (of ``dtype``, by default x's or the output's)."""
+    return g.op.Mul(x, g.const([1.0, -1.0], dtype or x.dtype or g.dtype))
 
 
 def cmul(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
@@ -226,6 +227,39 @@ def identity(g: RuleContext, x: ir.Value, *args: Any, **kwargs: Any) -> ir.Value
 
 
 translation(operator.getitem, complex=True)(core.getitem)
+for _name in ("_assert_tensor_metadata", "_assert_async"):
+    translation(getattr(aten, _name), complex=True)(core._noop)
+translation(aten.sym_storage_offset.default, complex=True)(core.sym_storage_offset)
+translation(aten.sym_is_contiguous.default, complex=True)(core.sym_is_contiguous)
+
+
+@translation(aten.sym_size.int, complex=True)
+def sym_size(g: RuleContext, x: ir.Value, dim: int) -> ir.Value:
+    """sym_size.int(Tensor self, int dim) -> SymInt"""
+    return core.sym_size(g, x, cdim(dim, x))
+
+
+@translation(aten.sym_numel.default, complex=True)
+def sym_numel(g: RuleContext, x: ir.Value) -> ir.Value:
+    """sym_numel(Tensor self) -> SymInt: half the pair tensor's size"""
+    return g.op.Div(g.op.Size(x), g.const(2))
+
+
+@translation(aten.sym_stride.int, complex=True)
+def sym_stride(g: RuleContext, x: ir.Value, dim: int) -> ir.Value:
+    """sym_stride.int(Tensor self, int dim) -> SymInt (in complex elements)"""
+    val = core._input_meta(g)
+    d = cdim(dim, x)
+    stride = val.stride(d) if val is not None else None
+    if isinstance(stride, int):
+        return g.const(stride)
+    if val is None or not val.is_contiguous():
+        raise NotImplementedError("symbolic stride of a tensor that is not contiguous")
+    if d == rank(x) - 2:
+        return g.const(1)
+    tail = g.op.Shape(x, start=d + 1, end=-1)
+    return g.op.ReduceProd(tail, keepdims=0) if g.opset >= 18 else g.op.ReduceProd(
+        tail, keepdims=0, axes=[0])
 
 
 # -- the boundary between real and complex ------------------------------------------------
