@@ -299,8 +299,9 @@ class Translator:
         # A node that reads or writes complex tensors sees them as (real, imag) pairs:
         # only rules written for that layout apply (Registry's complex table).
         is_complex = touches_complex(node)
-        entry = self.custom.get(target) or self.registry.lookup(
-            target, self.opset, complex=is_complex)
+        entry = self.custom.get(target) or (
+            self.registry.lookup(target, self.opset, complex=True) if is_complex
+            else self.registry.lookup(target, self.opset))
         if entry is None and self._decompose(node, target):
             if isinstance(mutated, torch.fx.Node):
                 self.env[mutated] = self.env[node]

@@ -226,6 +226,10 @@ def identity(g: RuleContext, x: ir.Value, *args: Any, **kwargs: Any) -> ir.Value
     return x
 
 
+# On real tensors these are no-ops (real is the tensor itself).
+translation([aten.resolve_conj.default, aten.resolve_neg.default, aten.conj.default,
+             aten._conj.default, aten.conj_physical.default, aten._conj_physical.default,
+             aten.real.default])(identity)
 translation(operator.getitem, complex=True)(core.getitem)
 for _name in ("_assert_tensor_metadata", "_assert_async"):
     translation(getattr(aten, _name), complex=True)(core._noop)
@@ -386,36 +390,114 @@ def div(g: RuleContext, a: Any, b: Any) -> ir.Value:
 
 @translation(aten.abs.default, complex=True)
 def abs_(g: RuleContext, x: ir.Value) -> ir.Value:
-    """abs(Tensor self) -> Tensor: |re + i im|, in float64 so that squares do not overflow"""
+    """abs(Tensor self) -> Tensor: |re + i im|, in float64 (scaled for float64 inputs)"""
     dtype = g.dtype
-    wide = g.cast(x, ir.DataType.DOUBLE)
+    f64 = ir.DataType.DOUBLE
+    wide = g.cast(x, f64)
     re, im = real_part(g, wide), imag_part(g, wide)
+    big = None
+    if dtype == f64:  # float64 squares can overflow: scale by max(|re|, |im|) first
+        big = g.op.Max(g.op.Abs(re), g.op.Abs(im))
+        plain = g.op.Or(g.op.Equal(big, g.const(0.0, f64)),
+                        g.op.Or(g.op.IsInf(big), g.op.IsNaN(big)))
+        big = g.op.Where(plain, g.const(1.0, f64), big)
+        re, im = g.op.Div(re, big), g.op.Div(im, big)
     r = g.op.Sqrt(g.op.Add(g.op.Mul(re, re), g.op.Mul(im, im)))
+    if big is not None:
+        r = g.op.Mul(r, big)
     # hypot(inf, nan) is inf.
     inf = g.op.Or(g.op.IsInf(re), g.op.IsInf(im))
     r = g.op.Where(inf, g.const(math.inf, ir.DataType.DOUBLE), r)
     return g.cast(r, dtype)
 
 
+@translation(aten.exp.default, complex=True)
+def exp(g: RuleContext, z: ir.Value) -> ir.Value:
+    """exp(Tensor self) -> Tensor: exp(re) * (cos(im), sin(im))"""
+    re, im = real_part(g, z), imag_part(g, z)
+    rotation = make_pair(g, g.op.Cos(im), g.op.Sin(im))
+    return g.op.Mul(rotation, g.op.Unsqueeze(g.op.Exp(re), g.const([-1])))
+
+
+def _signbit(g: RuleContext, x: ir.Value, dtype: ir.DataType) -> ir.Value:
+    """x < 0, and true for -0.0 too (1 / -0.0 is -inf).
+
+    onnxruntime's Where returns +0.0 where it takes a -0.0 from its second input
+    (the third keeps it): a signed zero that matters goes there, or is rebuilt.
+    """
+    zero = g.const(0.0, dtype)
+    return g.op.Or(g.op.Less(x, zero),
+                   g.op.And(g.op.Equal(x, zero), g.op.Less(g.op.Div(g.const(1.0, dtype), x), zero)))
+
+
 def atan2(g: RuleContext, y: ir.Value, x: ir.Value) -> ir.Value:
-    """atan2 with torch's values on the axes: atan2(0, 0) = 0, atan2(y, 0) = +-pi/2."""
+    """atan2 with C's values on the axes, at signed zeros and at infinities (as torch)."""
     dtype = x.dtype or g.dtype
-    zero, pi = g.const(0.0, dtype), g.const(math.pi, dtype)
+    zero, pi, half = g.const(0.0, dtype), g.const(math.pi, dtype), g.const(math.pi / 2, dtype)
+    # Both infinite: the angle of (sign y, sign x), a multiple of pi/4.
+    both_inf = g.op.And(g.op.IsInf(x), g.op.IsInf(y))
+    x = g.op.Where(both_inf, g.op.Sign(x), x)
+    y = g.op.Where(both_inf, g.op.Sign(y), y)
+    neg_y = _signbit(g, y, dtype)
+    signed_pi = g.op.Where(neg_y, g.op.Neg(pi), pi)
     x_zero = g.op.Equal(x, zero)
-    safe_x = g.op.Where(x_zero, g.const(1.0, dtype), x)
-    base = g.op.Atan(g.op.Div(y, safe_x))
-    neg_y = g.op.Less(y, zero)
-    shift = g.op.Where(g.op.Less(x, zero), g.op.Where(neg_y, g.op.Neg(pi), pi), zero)
-    half = g.const(math.pi / 2, dtype)
+    base = g.op.Atan(g.op.Div(y, g.op.Where(x_zero, g.const(1.0, dtype), x)))
+    general = g.op.Add(base, g.op.Where(g.op.Less(x, zero), signed_pi, zero))
+    # x = +-0: +-pi/2 off the origin; at it, y (a signed 0) or +-pi when x is -0.
+    at_origin = g.op.Where(_signbit(g, x, dtype), signed_pi, y)
     on_axis = g.op.Where(g.op.Greater(y, zero), half,
-                         g.op.Where(neg_y, g.op.Neg(half), g.op.Mul(y, zero)))
-    return g.op.Where(x_zero, on_axis, g.op.Add(base, shift))
+                         g.op.Where(g.op.Less(y, zero), g.op.Neg(half),
+                                    g.op.Where(g.op.Equal(y, zero), at_origin,
+                                               g.op.Mul(y, zero))))
+    return g.op.Where(x_zero, on_axis, general)
 
 
 @translation(aten.angle.default, complex=True)
 def angle(g: RuleContext, x: ir.Value) -> ir.Value:
     """angle(Tensor self) -> Tensor: atan2(imag, real)"""
-    return g.cast(atan2(g, imag_part(g, x), real_part(g, x)), g.dtype)
+    dtype = g.dtype
+    re, im = real_part(g, x), imag_part(g, x)
+    if dtype != ir.DataType.DOUBLE:
+        return g.cast(atan2(g, im, re), dtype)
+    return _atan2_f64(g, im, re)
+
+
+def _atan2_f64(g: RuleContext, im: ir.Value, re: ir.Value) -> ir.Value:
+    """atan2 in float64. onnxruntime has no float64 Atan: atan2 in float32, then one
+    Newton step on im cos(t) - re sin(t) = 0 in float64 (error squared: about 1e-14)."""
+    dtype = ir.DataType.DOUBLE
+    # An infinite part counts as +-1 and a finite one beside it as +-0 (same angle), and
+    # both are scaled by max(|re|, |im|): the float32 start then exists for any input.
+    # (Built as magnitude * sign: onnxruntime's Where drops the sign of a -0.0 it
+    # takes from its second input, and the sign of a zero decides +-pi.)
+    zero, one = g.const(0.0, dtype), g.const(1.0, dtype)
+    re_inf, im_inf = g.op.IsInf(re), g.op.IsInf(im)
+    any_inf = g.op.Or(re_inf, im_inf)
+
+    # At the origin, re counts as +-1: atan2(+-0, +-0) = atan2(+-0, +-1).
+    origin = g.op.And(g.op.Equal(re, zero), g.op.Equal(im, zero))
+
+    def clamped(v: ir.Value, v_inf: ir.Value, at_origin: ir.Value | None) -> ir.Value:
+        size = g.op.Abs(v)
+        if at_origin is not None:
+            size = g.op.Where(at_origin, one, size)
+        size = g.op.Where(v_inf, one, g.op.Where(any_inf, g.op.Mul(size, zero), size))
+        return g.op.Mul(size, g.op.Where(_signbit(g, v, dtype), g.op.Neg(one), one))
+
+    re, im = clamped(re, re_inf, origin), clamped(im, im_inf, None)
+    big = g.op.Max(g.op.Abs(re), g.op.Abs(im))
+    unscaled = g.op.Or(g.op.Equal(big, zero), g.op.Or(g.op.IsInf(big), g.op.IsNaN(big)))
+    big = g.op.Where(unscaled, g.const(1.0, dtype), big)
+    re, im = g.op.Div(re, big), g.op.Div(im, big)
+    f32 = ir.DataType.FLOAT
+    t = g.cast(atan2(g, g.cast(im, f32), g.cast(re, f32)), dtype)
+    cos, sin = g.op.Cos(t), g.op.Sin(t)
+    num = g.op.Sub(g.op.Mul(im, cos), g.op.Mul(re, sin))
+    den = g.op.Add(g.op.Mul(re, cos), g.op.Mul(im, sin))
+    step = g.op.Div(num, g.op.Where(g.op.Equal(den, zero), g.const(1.0, dtype), den))
+    # Off the float32 range (or at 0) the start value stands.
+    finite = g.op.Not(g.op.Or(g.op.IsNaN(step), g.op.IsInf(step)))
+    return g.op.Add(t, g.op.Where(finite, step, zero))
 
 
 @translation(aten.angle.default)
