@@ -60,7 +60,7 @@ NOTES: dict[str, str] = {
     "aten::_adaptive_avg_pool2d.default": "sizes that are not multiples: per-axis window gathers (static shapes)",
     "aten::_fft_r2c.default": (
         "ONNX DFT per transformed dim, onesided on the last; float64 inside for float32 sizes "
-        "that are not powers of 2; max error / max|ref| < 1e-6 in float32 (sizes up to 4096), "
+        "that are not powers of 2; max error relative to the largest output < 1e-6 in float32 (sizes up to 4096), "
         "< 1e-12 in float64; static sizes"
     ),
     "aten::_fft_c2c.default": (
@@ -72,7 +72,7 @@ NOTES: dict[str, str] = {
         "one DFT (the imaginary parts of its DC and Nyquist terms are ignored, as torch does); "
         "accuracy as _fft_r2c"
     ),
-    "aten::abs.default": "complex: sqrt(re^2 + im^2) in float64, scaled by max(|re|, |im|) for float64 inputs; +inf where a part is infinite; error within 1 ulp",
+    "aten::abs.default": "complex: sqrt(re^2 + im^2) in float64, scaled by the larger part for float64 inputs; +inf where a part is infinite; error within 1 ulp",
     "aten::view_as_real.default": "complex tensors are (real, imag) pairs in a trailing axis: an Identity",
     "aten::view_as_complex.default": "complex tensors are (real, imag) pairs in a trailing axis: an Identity",
 }
