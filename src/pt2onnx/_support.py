@@ -61,7 +61,7 @@ NOTES: dict[str, str] = {
     "aten::_fft_r2c.default": (
         "ONNX DFT per transformed dim, onesided on the last; float64 inside for float32 sizes "
         "that are not powers of 2; max error relative to the largest output < 1e-6 in float32 (sizes up to 4096), "
-        "< 1e-12 in float64; static sizes"
+        "< 1e-12 in float64"
     ),
     "aten::_fft_c2c.default": (
         "ONNX DFT per dim, the inverse as conj(DFT(conj x)) (onnxruntime's inverse DFT loses "

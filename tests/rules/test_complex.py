@@ -135,3 +135,19 @@ def test_op_without_a_complex_rule_is_reported() -> None:
     # The real rule for sigmoid must not be used on a pair tensor.
     with pytest.raises(pt2onnx.UnsupportedOperatorError, match="on complex tensors"):
         _export(Sigmoid(), (torch.randn(8),), pt2onnx.DEFAULT_OPSET)
+
+
+class DynamicSpectra(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple:
+        return torch.fft.rfft(x, norm="ortho"), torch.fft.ifft(x, norm="forward")
+
+
+def test_fft_over_a_dynamic_dim_normalizes_at_run_time() -> None:
+    torch.manual_seed(0)
+    t = torch.export.Dim("t", min=8, max=4096)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(DynamicSpectra(), (torch.randn(2, 64),),
+                              dynamic_shapes={"x": {1: t}})
+    for n in (64, 100, 37):
+        assert prog.verify(torch.randn(2, n)).ok

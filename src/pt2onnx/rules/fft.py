@@ -33,30 +33,38 @@ def _dft(g: RuleContext, x: ir.Value, axis: int, *, onesided: bool = False) -> i
     return g.op.DFT(x, axis=axis, onesided=int(onesided))
 
 
-def _signal_size(sizes: list[Any]) -> int:
-    """n, the product of the transformed sizes; they must be static."""
-    if not all(isinstance(s, int) for s in sizes):
-        raise NotImplementedError(
-            f"FFT over dims of symbolic size ({sizes}): the normalization needs static sizes")
-    return math.prod(sizes)
-
-
-def _widen(g: RuleContext, x: ir.Value, sizes: list[int]) -> tuple[ir.Value, ir.DataType]:
+def _widen(g: RuleContext, x: ir.Value, sizes: list[Any]) -> tuple[ir.Value, ir.DataType]:
     """x in the dtype to transform in: float64 for float32 sizes that are not powers of 2.
 
     onnxruntime's DFT is a radix-2 FFT for powers of two and a direct sum
     otherwise, whose float32 error grows with the size (relative 2e-4 at 1000
     points, against 1e-6 at 1024); in float64 it stays below 1e-6 after rounding.
     """
-    if x.dtype == ir.DataType.FLOAT and any(s & (s - 1) for s in sizes):
+    # A symbolic size may be anything: float64 then too.
+    if x.dtype == ir.DataType.FLOAT and any(not isinstance(s, int) or s & (s - 1) for s in sizes):
         return g.cast(x, ir.DataType.DOUBLE), ir.DataType.DOUBLE
     return x, dtype_of(x)
 
 
-def _finish(g: RuleContext, y: ir.Value, factor: float, dtype: ir.DataType) -> ir.Value:
-    """y scaled by factor, in the output dtype."""
-    if factor != 1.0:
-        y = g.op.Mul(y, g.const(factor, dtype))
+def _finish(g: RuleContext, y: ir.Value, normalization: int, sizes: list[Any],
+            source: ir.Value, dims: list[int], dtype: ir.DataType) -> ir.Value:
+    """y normalized as ATen says, in the output dtype.
+
+    ``sizes`` are the transformed sizes; a symbolic one is read at run time from
+    dim ``dims[i]`` of ``source``.
+    """
+    if normalization != 0:
+        if all(isinstance(s, int) for s in sizes):
+            y = g.op.Mul(y, g.const(_norm_factor(normalization, math.prod(sizes)), dtype))
+        else:
+            parts = [g.const([s]) if isinstance(s, int) else g.op.Shape(source, start=d, end=d + 1)
+                     for s, d in zip(sizes, dims, strict=True)]
+            n = g.op.Cast(g.op.ReduceProd(g.op.Concat(*parts, axis=0), keepdims=0), to=dtype)
+            if normalization == 1:
+                n = g.op.Sqrt(n)
+            elif normalization != 2:
+                raise ValueError(f"unknown FFT normalization {normalization}")
+            y = g.op.Div(y, n)
     return g.cast(y, g.dtype) if dtype != g.dtype else y
 
 
@@ -92,7 +100,7 @@ def fft_r2c(g: RuleContext, x: ir.Value, dim: list[int], normalization: int,
     r = rank(x)
     dims = [normalize_dim(d, r) for d in dim]
     sizes = _input_sizes(g, dims)
-    n = _signal_size(sizes)
+    source = x
     x, dtype = _widen(g, x, sizes)
     # Real input: a trailing axis of size 1. The last dim is the one a onesided
     # transform halves; the others are complex transforms of that.
@@ -100,7 +108,7 @@ def fft_r2c(g: RuleContext, x: ir.Value, dim: list[int], normalization: int,
     y = _dft(g, y, dims[-1], onesided=onesided)
     for d in dims[:-1]:
         y = _dft(g, y, d)
-    return _finish(g, y, _norm_factor(normalization, n), dtype)
+    return _finish(g, y, normalization, sizes, source, dims, dtype)
 
 
 @translation(aten._fft_c2c.default, complex=True)
@@ -113,13 +121,13 @@ def fft_c2c(g: RuleContext, x: ir.Value, dim: list[int], normalization: int,
     if not dims:
         return x
     sizes = _input_sizes(g, dims)
-    n = _signal_size(sizes)
+    source = x
     x, dtype = _widen(g, x, sizes)
     y = x if forward else conj(g, x, dtype)
     for d in dims:
         y = _dft(g, y, d)
     y = y if forward else conj(g, y, dtype)
-    return _finish(g, y, _norm_factor(normalization, n), dtype)
+    return _finish(g, y, normalization, sizes, source, dims, dtype)
 
 
 @translation(aten._fft_c2r.default, complex=True)
@@ -128,12 +136,14 @@ def fft_c2r(g: RuleContext, x: ir.Value, dim: list[int], normalization: int,
     """_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
     _check_float(x)
     if not isinstance(last_dim_size, int):
-        raise NotImplementedError("_fft_c2r with a symbolic last_dim_size")
+        raise NotImplementedError(
+            "_fft_c2r with a symbolic output size (irfft's n): the Hermitian completion "
+            "slices by it; give irfft a fixed n or export with that dim static")
     r = rank(x) - 1
     dims = [normalize_dim(d, r) for d in dim]
     m = last_dim_size
     sizes = [*_input_sizes(g, dims[:-1]), m]
-    n = _signal_size(sizes)
+    source = x
     x, dtype = _widen(g, x, sizes)
     # Inverse DFTs as conj(DFT(conj(x))); the final conj would only flip the sign of
     # imaginary parts, which are dropped, and the Hermitian completion below
@@ -158,5 +168,5 @@ def fft_c2r(g: RuleContext, x: ir.Value, dim: list[int], normalization: int,
                             g.const([-1]))
         y = g.op.Concat(y, conj(g, mirror, dtype), axis=last)
     y = real_part(g, _dft(g, y, last))
-    return _finish(g, y, _norm_factor(normalization, n), dtype)
+    return _finish(g, y, normalization, sizes, source, dims, dtype)
 
