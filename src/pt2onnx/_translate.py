@@ -526,19 +526,18 @@ class Translator:
             return None
 
 
-def _is_complex_val(val: Any) -> bool:
-    return isinstance(val, torch.Tensor) and val.is_complex()
+def _has_complex(val: Any) -> bool:
+    if isinstance(val, torch.Tensor):
+        return val.is_complex()
+    if isinstance(val, (tuple, list)):
+        return any(_has_complex(v) for v in val)
+    return False
 
 
 def touches_complex(node: torch.fx.Node) -> bool:
     """Whether ``node`` reads or writes a complex tensor (by its FX metadata)."""
-    if any(_is_complex_val(v) for v in pytree.tree_leaves(node.meta.get("val"))):
-        return True
-    return any(
-        _is_complex_val(v)
-        for arg in node.all_input_nodes
-        for v in pytree.tree_leaves(arg.meta.get("val"))
-    )
+    return _has_complex(node.meta.get("val")) or any(
+        _has_complex(arg.meta.get("val")) for arg in node.all_input_nodes)
 
 
 def _check_output(index: int, value: Any) -> None:
