@@ -348,7 +348,8 @@ def _export(
     )
 
     def has_rule(op: Any) -> bool:
-        return op in custom or registry.lookup(op, target_opset) is not None
+        return op in custom or any(
+            registry.lookup(op, target_opset, complex=c) is not None for c in (False, True))
 
     def trace_decompositions() -> dict[Any, Any]:
         # A trace decomposes as it goes: only the ops that have no rule.
@@ -501,13 +502,13 @@ def _check_leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Every input leaf must be something torch.export and ONNX can represent."""
     import torch.utils._pytree as pytree
 
-    from pt2onnx._builder import _TORCH_TO_ONNX
+    from pt2onnx._builder import exportable
 
     _capture.register_output_containers()  # a transformers cache is a container, not a leaf
     for path, leaf in pytree.tree_flatten_with_path((args, kwargs))[0]:
         where = ("args" if getattr(path[0], "idx", 0) == 0 else "kwargs") + pytree.keystr(path[1:])
         if isinstance(leaf, torch.Tensor):
-            if leaf.dtype not in _TORCH_TO_ONNX:
+            if not exportable(leaf.dtype):
                 raise InvalidInputError(
                     f"input {where} has dtype {leaf.dtype}, which ONNX cannot represent. "
                     "Next step: cast it (e.g. to torch.float32 or torch.complex64) first."

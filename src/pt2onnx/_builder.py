@@ -27,8 +27,6 @@ _TORCH_TO_ONNX: dict[torch.dtype, ir.DataType] = {
     torch.int64: ir.DataType.INT64,
     torch.uint8: ir.DataType.UINT8,
     torch.bool: ir.DataType.BOOL,
-    torch.complex64: ir.DataType.COMPLEX64,
-    torch.complex128: ir.DataType.COMPLEX128,
 }
 for _name, _onnx in (
     ("uint16", ir.DataType.UINT16),
@@ -44,20 +42,55 @@ for _name, _onnx in (
         _TORCH_TO_ONNX[getattr(torch, _name)] = _onnx
 _ONNX_TO_TORCH = {v: k for k, v in _TORCH_TO_ONNX.items()}
 
+# Complex tensors are carried as pairs: a float tensor of the component dtype with a
+# trailing axis of size 2 holding (real, imag), exactly ``torch.view_as_real`` of the
+# value. onnxruntime has no complex kernels, and ONNX DFT uses this layout. A complex
+# dtype therefore maps to its component dtype; shapes gain the trailing 2.
+# (complex32 is left out: torch itself has few kernels for it.)
+COMPLEX_PARTS: dict[torch.dtype, torch.dtype] = {
+    torch.complex64: torch.float32,
+    torch.complex128: torch.float64,
+}
+# The value metadata key that marks an ONNX value as a complex tensor in pair layout.
+COMPLEX_KEY = "pt2onnx.complex"
+
 FLOAT_TYPES = frozenset(
     {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE}
 )
 
 
 def onnx_dtype(dtype: torch.dtype) -> ir.DataType:
-    """Maps a torch dtype to its ONNX data type, or raises with the dtypes ONNX has."""
+    """Maps a torch dtype to its ONNX data type, or raises with the dtypes ONNX has.
+
+    A complex dtype maps to the dtype of its parts (complex64 -> FLOAT): complex
+    values travel as (real, imag) pairs in a trailing axis (see ``COMPLEX_PARTS``).
+    """
+    part = COMPLEX_PARTS.get(dtype)
+    if part is not None:
+        dtype = part
     try:
         return _TORCH_TO_ONNX[dtype]
     except KeyError:
         raise TypeError(
             f"torch dtype {dtype} has no ONNX equivalent; cast the tensor to one of "
-            f"{sorted(str(d) for d in _TORCH_TO_ONNX)} before exporting"
+            f"{sorted(str(d) for d in (*_TORCH_TO_ONNX, *COMPLEX_PARTS))} before exporting"
         ) from None
+
+
+def exportable(dtype: torch.dtype) -> bool:
+    """Whether a tensor of ``dtype`` can be a graph input or output (complex as pairs)."""
+    return dtype in _TORCH_TO_ONNX or dtype in COMPLEX_PARTS
+
+
+def is_complex(value: ir.Value | None) -> bool:
+    """Whether ``value`` carries a complex tensor as (real, imag) pairs in its last axis."""
+    return value is not None and bool(value.meta.get(COMPLEX_KEY, False))
+
+
+def mark_complex(value: ir.Value) -> ir.Value:
+    """Marks ``value`` as a complex tensor in pair layout; returns it."""
+    value.meta[COMPLEX_KEY] = True
+    return value
 
 
 def torch_dtype(dtype: ir.DataType) -> torch.dtype:
@@ -239,10 +272,15 @@ class RuleContext:
         return value
 
     def tensor_initializer(self, tensor: torch.Tensor, name: str | None = None) -> ir.Value:
+        """An initializer holding ``tensor``; a complex tensor is stored as its pairs."""
         if name is None:
             self._counter += 1
             name = f"const_{self._counter}"
         tensor = tensor.detach()
+        if tensor.is_complex():
+            value = self.tensor_initializer(
+                torch.view_as_real(tensor.resolve_conj().resolve_neg()).contiguous(), name)
+            return mark_complex(value)
         value = ir.Value(
             name=name,
             type=ir.TensorType(onnx_dtype(tensor.dtype)),
@@ -255,14 +293,24 @@ class RuleContext:
     # -- metadata helpers ------------------------------------------------
     @property
     def dtype(self) -> ir.DataType:
-        """The ONNX dtype of the (first) output of the node being translated."""
+        """The ONNX dtype of the (first) output of the node being translated.
+
+        For a complex output, the dtype of its parts (see ``COMPLEX_PARTS``).
+        """
         val = self.meta[0] if isinstance(self.meta, (tuple, list)) else self.meta
         return onnx_dtype(val.dtype)
 
     @property
-    def shape(self) -> tuple[Any, ...]:
+    def is_complex(self) -> bool:
+        """Whether the (first) output of the node is complex (carried as pairs)."""
         val = self.meta[0] if isinstance(self.meta, (tuple, list)) else self.meta
-        return tuple(val.shape)
+        return isinstance(val, torch.Tensor) and val.is_complex()
+
+    @property
+    def shape(self) -> tuple[Any, ...]:
+        """The output shape as the ONNX value has it: a complex output ends in 2."""
+        val = self.meta[0] if isinstance(self.meta, (tuple, list)) else self.meta
+        return _pair_shape(val)
 
     @property
     def rank(self) -> int:
@@ -271,7 +319,7 @@ class RuleContext:
     def static_shape(self, index: int = 0) -> tuple[int, ...] | None:
         """The output shape when every dim is a plain int, else None."""
         val = self.meta[index] if isinstance(self.meta, (tuple, list)) else self.meta
-        shape = tuple(val.shape)
+        shape = _pair_shape(val)
         return shape if all(type(d) is int for d in shape) else None
 
     def output_used(self, index: int) -> bool:
@@ -379,6 +427,11 @@ def value_dtype(value: ir.Value, _depth: int = 0) -> ir.DataType | None:
             if dtype is not None:
                 return dtype
     return None
+
+
+def _pair_shape(val: Any) -> tuple[Any, ...]:
+    shape = tuple(val.shape)
+    return (*shape, 2) if isinstance(val, torch.Tensor) and val.is_complex() else shape
 
 
 def _infer_dtype(value: Any) -> ir.DataType:

@@ -72,6 +72,8 @@ def shape_of(val: Any, names: dict[Any, Any] | None = None) -> ir.Shape | None:
         else:
             expr = d.node.expr
             dims.append(str(expr.xreplace(names) if names else expr))
+    if val.is_complex():
+        dims.append(2)  # (real, imag) pairs: see _builder.COMPLEX_PARTS
     return ir.Shape(dims)
 
 

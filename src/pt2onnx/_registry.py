@@ -45,20 +45,28 @@ def op_name(op: Any) -> str:
 
 
 class Registry:
-    """Maps an op (an ``OpOverload`` or a Python callable) to rules by opset."""
+    """Maps an op (an ``OpOverload`` or a Python callable) to rules by opset.
+
+    Rules for nodes that read or write complex tensors live in a second table
+    (``complex=True``): such a node sees its complex values as (real, imag) pairs in
+    a trailing axis, which a rule written for real tensors would silently get wrong,
+    so the translator looks only there for them.
+    """
 
     def __init__(self) -> None:
         self._rules: dict[Any, list[RuleEntry]] = {}
+        self._complex: dict[Any, list[RuleEntry]] = {}
 
-    def register(self, op: Any, fn: Rule, since: int = 1) -> None:
+    def register(self, op: Any, fn: Rule, since: int = 1, complex: bool = False) -> None:
+        table = self._complex if complex else self._rules
         for key in _expand(op):
-            entries = self._rules.setdefault(key, [])
+            entries = table.setdefault(key, [])
             entries[:] = [e for e in entries if e.since != since]
             bisect.insort(entries, RuleEntry(since, fn, _kwarg_names(fn)), key=lambda e: e.since)
 
-    def lookup(self, op: Any, opset: int) -> RuleEntry | None:
+    def lookup(self, op: Any, opset: int, complex: bool = False) -> RuleEntry | None:
         """The rule with the highest ``since`` at or below ``opset``."""
-        entries = self._rules.get(op)
+        entries = (self._complex if complex else self._rules).get(op)
         if not entries:
             return None
         best = None
@@ -67,18 +75,19 @@ class Registry:
                 best = entry
         return best
 
-    def opsets(self, op: Any) -> list[int]:
-        return [e.since for e in self._rules.get(op, [])]
+    def opsets(self, op: Any, complex: bool = False) -> list[int]:
+        return [e.since for e in (self._complex if complex else self._rules).get(op, [])]
 
     def __contains__(self, op: Any) -> bool:
-        return op in self._rules
+        return op in self._rules or op in self._complex
 
     def ops(self) -> list[Any]:
-        return list(self._rules)
+        return list(dict.fromkeys([*self._rules, *self._complex]))
 
     def copy(self) -> Registry:
         new = Registry()
         new._rules = {k: list(v) for k, v in self._rules.items()}
+        new._complex = {k: list(v) for k, v in self._complex.items()}
         return new
 
 
@@ -97,8 +106,15 @@ def _expand(op: Any) -> Iterable[Any]:
 REGISTRY = Registry()
 
 
-def translation(op: Any, *, since: int = 1, registry: Registry | None = None) -> Callable[[F], F]:
+def translation(op: Any, *, since: int = 1, registry: Registry | None = None,
+                complex: bool = False) -> Callable[[F], F]:
     """Registers ``fn`` as the translation of ``op`` from opset ``since`` on.
+
+    With ``complex=True`` the rule is used for the nodes of ``op`` that read or
+    write a complex tensor (and only for those). Complex tensors reach it as
+    float values whose last axis of size 2 holds (real, imag); ``g.dtype`` and
+    ``g.shape`` describe that layout, and ``pt2onnx._builder.is_complex`` tells
+    which inputs are complex.
 
     ``op`` is an ``OpOverload`` (``torch.ops.aten.gelu.default``), an
     ``OpOverloadPacket`` (all its overloads), a Python callable that appears
@@ -114,7 +130,7 @@ def translation(op: Any, *, since: int = 1, registry: Registry | None = None) ->
     """
 
     def decorate(fn: F) -> F:
-        (registry or REGISTRY).register(op, fn, since)
+        (registry or REGISTRY).register(op, fn, since, complex)
         return fn
 
     return decorate

@@ -183,6 +183,8 @@ class Translator:
                 user_index += 1
                 value = ir.Value(name=self._unique(name), type=type_of(val),
                                  shape=shape_of(val, self.sym_names))
+                if isinstance(val, torch.Tensor) and val.is_complex():
+                    _builder.mark_complex(value)  # fed as torch.view_as_real(x)
                 self.graph.inputs.append(value)
                 self.env[node] = value
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
@@ -304,14 +306,20 @@ class Translator:
             if functional is not None:
                 # Functionalize by rebinding: later readers of the tensor see the result.
                 mutated, target = node.args[0], functional
-        entry = self.custom.get(target) or self.registry.lookup(target, self.opset)
+        # A node that reads or writes complex tensors sees them as (real, imag) pairs:
+        # only rules written for that layout apply (Registry's complex table).
+        is_complex = touches_complex(node)
+        entry = self.custom.get(target) or (
+            self.registry.lookup(target, self.opset, complex=True) if is_complex
+            else self.registry.lookup(target, self.opset))
         if entry is None and self._decompose(node, target):
             if isinstance(mutated, torch.fx.Node):
                 self.env[mutated] = self.env[node]
             return
         if entry is None:
             src = source_of(node, self._source_cache)
-            self.missing.append(MissingOp(op_name(target), src.source, src.module, node.name))
+            name = op_name(target) + (" on complex tensors" if is_complex else "")
+            self.missing.append(MissingOp(name, src.source, src.module, node.name))
             self.env[node] = self._placeholder(node)
             return
         if isinstance(target, torch._ops.OpOverload):
@@ -488,6 +496,8 @@ class Translator:
         if val is not None:
             value.type = type_of(val)
             value.shape = shape_of(val, self.sym_names)
+            if isinstance(val, torch.Tensor) and val.is_complex():
+                _builder.mark_complex(value)
 
     def _unique(self, name: str) -> str:
         base, k = name, 0
@@ -524,6 +534,20 @@ class Translator:
         except Exception:
             # Not foldable here (too big, or the op needs real inputs): translate it.
             return None
+
+
+def _has_complex(val: Any) -> bool:
+    if isinstance(val, torch.Tensor):
+        return val.is_complex()
+    if isinstance(val, (tuple, list)):
+        return any(_has_complex(v) for v in val)
+    return False
+
+
+def touches_complex(node: torch.fx.Node) -> bool:
+    """Whether ``node`` reads or writes a complex tensor (by its FX metadata)."""
+    return _has_complex(node.meta.get("val")) or any(
+        _has_complex(arg.meta.get("val")) for arg in node.all_input_nodes)
 
 
 def _check_output(index: int, value: Any) -> None:

@@ -140,6 +140,10 @@ def compare_outputs(expected: Any, actual: list[np.ndarray], atol: float = DEFAU
             e = torch.tensor(e)
         if e.dtype == torch.bfloat16:
             e = e.float()  # as float32_outputs does on the onnxruntime side
+        if e.is_complex():
+            # ONNX has no complex values at run time: both exporters write a complex
+            # output as a float tensor whose last axis holds (real, imag).
+            e = torch.view_as_real(e.resolve_conj().resolve_neg())
         e_np = e.detach().cpu().resolve_conj().numpy()
         if tuple(e_np.shape) != tuple(a.shape):
             return Outcome(False, f"output {i}: shape {a.shape}, expected {e_np.shape}")
