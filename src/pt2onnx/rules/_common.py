@@ -14,6 +14,21 @@ INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
 
+def present(*names: str) -> list[Any]:
+    """The ATen overloads ("cholesky.default") this torch has; the others are left out.
+
+    For rules of ops a torch release removed or has not added yet (aten.cholesky is
+    gone in torch 2.14): ``@translation(present("cholesky.default"))``."""
+    found = []
+    for name in names:
+        packet_name, overload = name.split(".")
+        packet = getattr(aten, packet_name, None)
+        op = getattr(packet, overload, None) if packet is not None else None
+        if op is not None:
+            found.append(op)
+    return found
+
+
 def operand(g: RuleContext, x: Any, dtype: ir.DataType) -> ir.Value:
     """A tensor value or a Python scalar, as a value of ``dtype``."""
     if isinstance(x, ir.Value):

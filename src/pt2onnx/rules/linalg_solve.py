@@ -41,7 +41,7 @@ import torch
 
 from pt2onnx._builder import RuleContext, torch_dtype
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten, rank
+from pt2onnx.rules._common import aten, present, rank
 
 _I64 = ir.DataType.INT64
 _I32 = ir.DataType.INT32
@@ -529,7 +529,7 @@ def linalg_cholesky(g: RuleContext, a: ir.Value, *, upper: bool = False) -> ir.V
     return _cholesky(g, a, upper)[0]
 
 
-@translation(aten.cholesky.default)
+@translation(present("cholesky.default"))  # removed in torch 2.14
 def cholesky(g: RuleContext, a: ir.Value, upper: bool = False) -> ir.Value:
     """cholesky(Tensor self, bool upper=False) -> Tensor"""
     return _cholesky(g, a, upper)[0]
@@ -651,7 +651,7 @@ def geqrf(g: RuleContext, a: ir.Value) -> tuple[ir.Value, ir.Value]:
     return qr, g.op.Squeeze(tau, g.const([rank(a) - 2]))
 
 
-@translation(aten.qr.default)
+@translation(present("qr.default"))  # removed in torch 2.14
 def qr(g: RuleContext, a: ir.Value, some: bool = True) -> tuple[ir.Value, ir.Value]:
     """qr(Tensor self, bool some=True) -> (Tensor Q, Tensor R)"""
     return linalg_qr(g, a, "reduced" if some else "complete")
