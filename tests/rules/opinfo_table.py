@@ -527,6 +527,8 @@ CASES: list[OpCase] = [
     case("ne", f32, i64, b8),
     case("neg", f32, i64),
     case("new_empty", f32, shape_only=True),
+    case("new_empty_strided", f32, shape_only=True),
+    case("_upsample_bilinear2d_aa", f32),
     case("new_full", f32),
     case("new_ones", f32),
     case("new_zeros", f32),
