@@ -177,3 +177,19 @@ def test_encoder_over_batch_and_sequence():
     assert _dims(prog.model.graph.outputs) == [["batch", "seq", 32], ["batch", 32]]
     for batch, seq in [(1, 4), (4, 16), (3, 31)]:
         assert prog.verify(**inputs(batch, seq)).ok, (batch, seq)
+
+
+def test_derived_dim_takes_its_roots_name():
+    class Halves(torch.nn.Module):
+        def forward(self, x):
+            a, _ = x.chunk(2, dim=1)
+            return a * 2, torch.cat([x, x], 1)
+
+    half = Dim("half")
+    prog = pt2onnx.export(Halves(), (torch.randn(3, 8),),
+                          dynamic_shapes=({0: Dim("batch"), 1: 2 * half},))
+    shapes = [[str(d) for d in v.shape]
+              for v in list(prog.model.graph.inputs) + list(prog.model.graph.outputs)]
+    assert shapes == [["batch", "2*half"], ["batch", "half"], ["batch", "4*half"]]
+    assert set(prog.report.dynamic_dims) == {"batch", "half", "2*half"}
+    assert prog.verify(torch.randn(5, 12)).ok

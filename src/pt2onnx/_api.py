@@ -542,7 +542,9 @@ def _dynamic_dims(program: torch.export.ExportedProgram, names: dict[Any, Any]) 
     """Each symbolic dim with the range torch.export guarded it to."""
     dims = {}
     for sym, vr in program.range_constraints.items():
-        shown = str(names.get(sym, sym))
+        # A derived dim (2*s44) shows in the user's names (2*half).
+        shown = str(names[sym] if sym in names else sym.xreplace(names)
+                    if hasattr(sym, "xreplace") else sym)
         dims[shown] = f"[{vr.lower}, {vr.upper}]"
     return dims
 

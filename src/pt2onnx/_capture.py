@@ -302,7 +302,9 @@ def _walk_spec(value: Any, spec: Any, out: dict[int, dict[int, str]]) -> None:
         return
     if isinstance(value, torch.Tensor):
         items = spec.items() if isinstance(spec, dict) else enumerate(spec)
-        names = {int(axis): getattr(d, "__name__", None) for axis, d in items}
+        # A derived dim (2 * Dim("half")) names its root: the graph's symbol is the root's.
+        names = {int(axis): getattr(getattr(d, "root", d), "__name__", None)
+                 for axis, d in items}
         out[id(value)] = {a: n for a, n in names.items() if isinstance(n, str)}
     elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
         for v, s in zip(value, spec):

@@ -221,6 +221,11 @@ class Translator:
                 if d.node.expr not in self.sym_names:
                     name = given.get(axis) or f"{input_name}_dim{axis}"
                     self.sym_names[d.node.expr] = sympy.Symbol(name)
+            elif isinstance(d, torch.SymInt) and axis in given:
+                # A derived dim (2 * half): its one free symbol is the root the user named.
+                free = list(d.node.expr.free_symbols)
+                if len(free) == 1 and free[0] not in self.sym_names:
+                    self.sym_names[free[0]] = sympy.Symbol(given[axis])
 
     def _lookup_state(self, spec: Any) -> torch.Tensor:
         target = spec.target
