@@ -184,6 +184,19 @@ class RuleContext:
                     f"{op_type} got input {v!r}; ONNX inputs must be values, "
                     "use g.const(...) for constants"
                 )
+        if (op_type in ("ScatterElements", "ScatterND") and not domain
+                and attrs.get("reduction", "none") != "none" and inputs[0] is not None):
+            half = value_dtype(inputs[0])
+            if half in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
+                # onnxruntime's CPU kernels reduce only in float32 and wider
+                # ("MLFloat16 data type is not supported"): scatter in float32.
+                f32 = ir.DataType.FLOAT
+                data, index, updates = inputs[0], inputs[1], inputs[2]
+                assert data is not None and updates is not None
+                out = self.add_node(op_type, [self.cast(data, f32), index,
+                                              self.cast(updates, f32)], attrs, 1, domain)
+                out.dtype = f32
+                return self.cast(out, half)
         node = ir.Node(domain, op_type, inputs, attributes, num_outputs=num_outputs)
         self.nodes.append(node)
         if domain and domain not in self.domains:

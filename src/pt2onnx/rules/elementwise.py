@@ -7,6 +7,7 @@ from functools import partial
 from typing import Any
 
 import onnx_ir as ir
+import torch
 
 from pt2onnx._builder import RuleContext, onnx_dtype
 from pt2onnx._registry import translation
@@ -473,7 +474,8 @@ def threshold(g: RuleContext, x: ir.Value, threshold: Any, value: Any) -> ir.Val
 # -- casts and copies -------------------------------------------------------------
 
 
-@translation([aten._to_copy.default, aten.to.dtype])
+@translation([aten._to_copy.default, aten.to.dtype,
+              torch.ops.prims.convert_element_type.default])
 def to_copy(g: RuleContext, x: ir.Value, *args: Any, **kwargs: Any) -> ir.Value:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
     return g.cast(x, g.dtype)

@@ -169,7 +169,11 @@ def native_layer_norm(g: RuleContext, x: ir.Value, normalized_shape: list[int],
     if want_stats:
         y, mean, invstd = g.op.LayerNormalization(x, weight, bias, axis=axis, epsilon=float(eps),
                                                   _outputs=3)
-        return y, mean, invstd
+        # The statistics come out in the stash type (float32) for float16 inputs; torch
+        # returns them in the input's dtype.
+        mean.dtype = invstd.dtype = ir.DataType.FLOAT if dtype in (
+            ir.DataType.FLOAT16, ir.DataType.BFLOAT16) else dtype
+        return y, g.cast(mean, dtype), g.cast(invstd, dtype)
     return g.op.LayerNormalization(x, weight, bias, axis=axis, epsilon=float(eps)), None, None
 
 

@@ -353,20 +353,23 @@ def zeta(g: RuleContext, x: Any, q: Any) -> ir.Value:
 def polygamma(g: RuleContext, n: int, x: ir.Value) -> ir.Value:
     """polygamma(int n, Tensor self) -> Tensor"""
     x64 = _in64(g, x)
+    # torch computes float16/bfloat16 in float32 (its opmath type) and rounds once.
+    work = ir.DataType.FLOAT if g.dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16) \
+        else g.dtype
     if n == 0:
         return g.cast(_digamma64(g, x64), g.dtype)
     if n < 0:
         raise ValueError("polygamma does not support negative n")
     if n == 1:
-        return g.cast(_trigamma64(g, x64, g.dtype), g.dtype)
+        return g.cast(_trigamma64(g, x64, work), g.dtype)
     # torch: (-1)^(n+1) exp(lgamma(n + 1)) zeta(n + 1, x), zeta rounded to the dtype
     # first and n! taken as exp(lgamma(n + 1)) in the dtype (24.00003 for n = 4 in float32).
-    z = g.cast(_zeta64(g, _c(g, float(n + 1)), x64, g.dtype), g.dtype)
-    if g.dtype == F64:
+    z = g.cast(_zeta64(g, _c(g, float(n + 1)), x64, work), work)
+    if work == F64:
         factor = math.exp(math.lgamma(n + 1.0))
     else:
         factor = float(np.float32(math.exp(float(np.float32(math.lgamma(n + 1.0))))))
-    return g.op.Mul(g.const((-1.0) ** (n + 1) * factor, g.dtype), z)
+    return g.cast(g.op.Mul(g.const((-1.0) ** (n + 1) * factor, work), z), g.dtype)
 
 
 # -- sign bits and exponents ----------------------------------------------------------
