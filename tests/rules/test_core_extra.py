@@ -112,3 +112,19 @@ def test_random(name: str, opset: int) -> None:
         assert ((out >= 0) & (out < 1)).all()
     if name == "randperm":
         assert sorted(out.tolist()) == list(range(shape[0]))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_for_cpu_returns_output_and_logsumexp(causal):
+    class Flash(torch.nn.Module):
+        def forward(self, q, k, v):
+            return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                q, k, v, 0.0, causal)
+
+    q, k, v = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 8)
+    prog = pt2onnx.export(Flash(), (q, k, v))
+    out, lse = Flash()(q, k, v)
+    got = prog.run(q, k, v)
+    assert got[1].shape == tuple(lse.shape) == (2, 3, 5)
+    torch.testing.assert_close(torch.from_numpy(got[0]), out, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.from_numpy(got[1]), lse, rtol=1e-4, atol=1e-5)

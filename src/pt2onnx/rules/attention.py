@@ -8,9 +8,9 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext, torch_dtype
+from pt2onnx._builder import RuleContext, onnx_dtype, torch_dtype
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten, rank
+from pt2onnx.rules._common import aten, present, rank
 
 
 def _dim(x: ir.Value, i: int) -> Any:
@@ -23,6 +23,30 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
          dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
          *, enable_gqa: bool = False) -> ir.Value:
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
+    return g.op.MatMul(g.op.Softmax(_scores(g, q, k, attn_mask, is_causal, scale, enable_gqa),
+                                    axis=-1), _gqa_v(g, q, v, enable_gqa))
+
+
+@translation(present("_scaled_dot_product_flash_attention_for_cpu.default"))
+def sdpa_flash_cpu(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value,
+                   dropout_p: float = 0.0, is_causal: bool = False, *,
+                   attn_mask: ir.Value | None = None,
+                   scale: float | None = None) -> tuple[ir.Value, ir.Value]:
+    """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0.0, bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
+    scores = _scores(g, q, k, attn_mask, is_causal, scale, False)
+    out = g.op.MatMul(g.op.Softmax(scores, axis=-1), v)
+    lse_dtype = onnx_dtype(g.meta[1].dtype)
+    lse = g.op.ReduceLogSumExp(g.cast(scores, lse_dtype), g.const([-1]), keepdims=0)
+    return out, lse
+
+
+def _gqa_v(g: RuleContext, q: ir.Value, v: ir.Value, enable_gqa: bool) -> ir.Value:
+    return _repeat_kv(g, v, _dim(q, 1)) if enable_gqa and rank(q) == 4 else v
+
+
+def _scores(g: RuleContext, q: ir.Value, k: ir.Value, attn_mask: ir.Value | None,
+            is_causal: bool, scale: float | None, enable_gqa: bool) -> ir.Value:
+    """scale * q @ k^T plus the causal and explicit masks (the softmax's input)."""
     dtype = q.dtype
     assert dtype is not None
     r = rank(q)
@@ -32,7 +56,7 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
             raise NotImplementedError("sdpa with a symbolic head size and no scale")
         scale = 1.0 / math.sqrt(head_dim)
     if enable_gqa and r == 4:
-        k, v = _repeat_kv(g, k, _dim(q, 1)), _repeat_kv(g, v, _dim(q, 1))
+        k = _repeat_kv(g, k, _dim(q, 1))
     rk = rank(k)  # k may have more batch dimensions than q; MatMul broadcasts them
     perm = [*list(range(rk - 2)), rk - 1, rk - 2]
     kt = g.op.Transpose(k, perm=perm)
@@ -50,7 +74,7 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
         else:
             bias = g.cast(attn_mask, dtype)
         scores = g.op.Add(scores, bias)
-    return g.op.MatMul(g.op.Softmax(scores, axis=-1), v)
+    return scores
 
 
 def _causal_bias(g: RuleContext, q: ir.Value, k: ir.Value, dtype: ir.DataType) -> ir.Value:
