@@ -10,12 +10,36 @@ from pt2onnx import _support
 DOC = Path(__file__).resolve().parents[1] / "docs" / "ops.md"
 
 
+def _missing_here(line: str) -> bool:
+    """A row of an op this torch does not have (aten.cholesky is gone in 2.14), or the
+    count line that such rows change."""
+    import torch
+
+    if line.endswith("have a rule. `opsets` lists the `since=` versions of each rule; "
+                     "notes give known failures and, for approximations, the measured "
+                     "accuracy."):
+        return True
+    if not line.startswith("| `aten::"):
+        return False
+    packet, overload = line.split("`")[1].removeprefix("aten::").split(".")
+    return getattr(getattr(torch.ops.aten, packet, None), overload, None) is None
+
+
 def test_ops_md_is_current() -> None:
+    """docs/ops.md is generated on the default torch (constraints.txt); on another
+    release only the rows of ops that release lacks may differ."""
     expected = _support.to_markdown(_support.support_matrix())
-    assert DOC.read_text() == expected, (
-        "docs/ops.md is stale. Next step: run `make docs` "
-        "(pt2onnx ops --markdown > docs/ops.md) and commit the result."
-    )
+    doc = DOC.read_text()
+    if doc != expected:
+        extra = [ln for ln in doc.splitlines() if ln not in set(expected.splitlines())]
+        missing = [ln for ln in expected.splitlines() if ln not in set(doc.splitlines())]
+        stale = [ln for ln in extra if not _missing_here(ln)] + [
+            ln for ln in missing if not _missing_here(ln)]
+        assert not stale, (
+            "docs/ops.md is stale. Next step: run `make docs` "
+            "(pt2onnx ops --markdown > docs/ops.md) on the default torch and commit the "
+            f"result. Differing lines: {stale[:5]}"
+        )
 
 
 def test_ops_json_rows() -> None:
