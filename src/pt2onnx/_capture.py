@@ -104,13 +104,19 @@ def capture(
 
 
 def _holds_fake(value: Any) -> bool:
+    """Whether ``value`` is, or holds, a tensor that only exists while tracing."""
     from torch._subclasses.fake_tensor import FakeTensor
 
+    tracing: tuple[type, ...] = (FakeTensor,)
+    try:
+        from torch._subclasses.functional_tensor import FunctionalTensor
+
+        tracing += (FunctionalTensor,)
+    except ImportError:  # pragma: no cover - every tested torch has it
+        pass
     leaves = torch.utils._pytree.tree_leaves(value) if isinstance(
         value, (tuple, list, dict)) else [value]
-    return any(isinstance(leaf, FakeTensor) or (
-        isinstance(leaf, torch.Tensor) and torch._C._is_functional_tensor(leaf))  # type: ignore[attr-defined]
-        for leaf in leaves)
+    return any(isinstance(leaf, tracing) for leaf in leaves)
 
 
 @contextlib.contextmanager

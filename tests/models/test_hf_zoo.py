@@ -52,9 +52,7 @@ ENCODERS = [
     Case("electra", "ElectraConfig", "ElectraModel", dict(TEXT, embedding_size=16)),
     Case("deberta", "DebertaConfig", "DebertaModel",
          dict(TEXT, relative_attention=True, pos_att_type=["c2p", "p2c"],
-              max_relative_positions=16),
-         xfail_dynamic="torch.export cannot express the relative-position guards on a dynamic "
-                       "sequence, even after applying its own suggested fix (seq <= 64)"),
+              max_relative_positions=16)),
     Case("deberta_v2", "DebertaV2Config", "DebertaV2Model",
          dict(TEXT, relative_attention=True, pos_att_type=["c2p", "p2c"], position_buckets=8,
               max_relative_positions=16)),
