@@ -264,7 +264,7 @@ CASES: list[OpCase] = [
     case("index_reduce.mean", f32, f16),
     case("index_reduce.prod", f32, f16),
     case("put", f32, f16),
-    case("unique_consecutive", f32),
+    case("unique_consecutive", f32, xfails=(xfail("dim=-1 on a 1-D input: torch's meta kernel gives the values the shape (u0, n) where eager returns (k,), so the file declares a wrong output shape; onnx's full check refuses it (onnxruntime runs it and matches)", group="rest", aten="aten::unique_consecutive.default"),)),
     case("nonzero_static", f32),
     case("histogram", f32),
     case("histogramdd", f32),
