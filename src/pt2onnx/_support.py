@@ -37,6 +37,7 @@ XFAILS: dict[str, list[str]] = {
     "aten::var_mean.correction": ["empty input: the mean is 0 (onnxruntime ReduceMean) where torch gives NaN"],
     "aten::std_mean.correction": ["empty input: the mean is 0 (onnxruntime ReduceMean) where torch gives NaN"],
     "aten::scaled_dot_product_attention.default": ["dropout_p > 0: exported without dropout (inference attention)"],
+    "aten::unique_consecutive.default": ["dim=-1 on a 1-D input: torch's meta kernel gives the values the shape (u0, n) where eager returns (k,), so the file declares a wrong output shape (onnxruntime runs it and matches)"],
 }
 
 # How exact a rule is, where it is an approximation or has a cost worth knowing.
