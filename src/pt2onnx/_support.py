@@ -37,6 +37,7 @@ XFAILS: dict[str, list[str]] = {
     "aten::var_mean.correction": ["empty input: the mean is 0 (onnxruntime ReduceMean) where torch gives NaN"],
     "aten::std_mean.correction": ["empty input: the mean is 0 (onnxruntime ReduceMean) where torch gives NaN"],
     "aten::scaled_dot_product_attention.default": ["dropout_p > 0: exported without dropout (inference attention)"],
+    "aten::max_pool3d_with_indices.default": ["some ceil_mode/indices samples: an intermediate annotated with torch's shape and an untyped Mod input fail onnx's full check (onnxruntime runs the file and matches)"],
     "aten::unique_consecutive.default": ["dim=-1 on a 1-D input: torch's meta kernel gives the values the shape (u0, n) where eager returns (k,), so the file declares a wrong output shape (onnxruntime runs it and matches)"],
 }
 
