@@ -100,8 +100,12 @@ def test_data_dependent_branch_is_traced_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match="traced with make_fx"):
         prog = pt2onnx.export(_DataDependent(), (x,), tmp_path / "m.onnx")
     assert prog.report.capture_strategy == "trace (make_fx)"
-    # Both torch.export attempts are kept in the report, with their errors.
-    assert [f.split("(")[1][:12] for f in prog.report.fallbacks] == ["strict=False", "strict=True)"]
+    # Why the static recording was not used, then both torch.export attempts, with
+    # their errors, are kept in the report.
+    recording, *exports = prog.report.fallbacks
+    assert recording.startswith("static recording not used: aten")
+    assert "depends on the inputs" in recording
+    assert [f.split("(")[1][:12] for f in exports] == ["strict=False", "strict=True)"]
     assert any("traced with make_fx" in w for w in prog.report.warnings)
     assert prog.verify(x).ok
     # The branch taken for the example input is baked in: the trace is not general.

@@ -18,7 +18,13 @@ import torch
 from pt2onnx import _capture, _compat, _decomp, _dynamic, _legacy, _save, debug, passes
 from pt2onnx._registry import REGISTRY
 from pt2onnx._translate import Translator
-from pt2onnx.errors import ExportError, InvalidInputError, OpsetError, UnsupportedOperatorError
+from pt2onnx.errors import (
+    ExportError,
+    InvalidInputError,
+    OpsetError,
+    TranslationError,
+    UnsupportedOperatorError,
+)
 from pt2onnx.report import ExportReport
 from pt2onnx.verify import (
     VerificationResult,
@@ -358,30 +364,45 @@ def _export(
     from pt2onnx.rules import torchvision as _torchvision_rules
 
     _torchvision_rules.register()  # torchvision's ops exist only once it is imported
-    with rep.stage("capture"), debug.preserving_meta():
-        captured = _capture.capture(model, args, kwargs, dynamic_shapes, trace_decompositions)
-    rep.capture_strategy = captured.strategy
-    rep.fallbacks = list(captured.fallbacks)
-    rep.dynamic_refinements, rep.fixed_axes = captured.refinements, captured.fixed_axes
-    if captured.dynamic_shapes is not None:
-        dynamic_shapes = captured.dynamic_shapes
-    for message in legacy.warnings + spec_warnings + captured.warnings:
-        rep.warnings.append(message)
-        warnings.warn(message, stacklevel=3)
+    # A static recording sees composite ops already split by torch's dispatcher, so a
+    # user's rule for one of them could never fire: such exports go to torch.export.
+    record = not any(_capture.composite(op) for op in custom)
 
-    with rep.stage("decompose"):
+    def capture(record: bool) -> _capture.CaptureResult:
+        with debug.preserving_meta():
+            return _capture.capture(model, args, kwargs, dynamic_shapes, trace_decompositions,
+                                    has_rule, record=record)
+
+    def decompose(captured: _capture.CaptureResult) -> torch.export.ExportedProgram:
         why = None if captured.traced else _decomp.reason_to_decompose(captured.program, has_rule)
         if captured.traced:
-            program = captured.program
             rep.decomposition = "done during the trace (make_fx), for ops without a rule"
-        elif why is None:
-            program = captured.program
+            return captured.program
+        if why is None:
             rep.decomposition = "skipped: every captured op has a rule"
-        else:
-            program = _compat.run_decompositions(
-                captured.program, _decomp.decomposition_table(keep)
-            )
-            rep.decomposition = f"run_decompositions: {why}"
+            return captured.program
+        rep.decomposition = f"run_decompositions: {why}"
+        return _compat.run_decompositions(captured.program, _decomp.decomposition_table(keep))
+
+    def note_capture(captured: _capture.CaptureResult) -> None:
+        rep.capture_strategy = captured.strategy
+        rep.fallbacks.extend(captured.fallbacks)
+        rep.dynamic_refinements, rep.fixed_axes = captured.refinements, captured.fixed_axes
+        for message in captured.warnings:
+            rep.warnings.append(message)
+            warnings.warn(message, stacklevel=4)
+
+    with rep.stage("capture"):
+        captured = capture(record)
+    if captured.dynamic_shapes is not None:
+        dynamic_shapes = captured.dynamic_shapes
+    for message in legacy.warnings + spec_warnings:
+        rep.warnings.append(message)
+        warnings.warn(message, stacklevel=3)
+    note_capture(captured)
+
+    with rep.stage("decompose"):
+        program = decompose(captured)
     dim_names = _capture.user_dim_names(model, *_example_of(captured, args, kwargs),
                                         dynamic_shapes, captured.program)
 
@@ -393,21 +414,38 @@ def _export(
         )
         return translator, translator.run()
 
+    def translate_all(captured: _capture.CaptureResult, program: torch.export.ExportedProgram,
+                      ) -> tuple[Translator, ir.Model, torch.export.ExportedProgram]:
+        try:
+            return (*translate(program), program)
+        except UnsupportedOperatorError:
+            if program is not captured.program or captured.traced or captured.recorded:
+                raise
+            # The last link of the chain: an op no table decomposes at its node
+            # (a composite op such as cross_entropy_loss) may still decompose
+            # through torch's dispatcher when the whole program is retraced.
+            program = _compat.run_decompositions(
+                captured.program, _decomp.decomposition_table(keep))
+            rep.decomposition = ("run_decompositions: an op had no rule and no "
+                                 "decomposition at its node")
+            return (*translate(program), program)
+
     with rep.stage("translate"):
         try:
             try:
-                translator, onnx_model = translate(program)
-            except UnsupportedOperatorError:
-                if program is not captured.program or captured.traced:
+                translator, onnx_model, program = translate_all(captured, program)
+            except (UnsupportedOperatorError, TranslationError) as exc:
+                if not captured.recorded:
                     raise
-                # The last link of the chain: an op no table decomposes at its node
-                # (a composite op such as cross_entropy_loss) may still decompose
-                # through torch's dispatcher when the whole program is retraced.
-                program = _compat.run_decompositions(
-                    captured.program, _decomp.decomposition_table(keep))
-                rep.decomposition = ("run_decompositions: an op had no rule and no "
-                                     "decomposition at its node")
-                translator, onnx_model = translate(program)
+                # The recording holds the ops torch's dispatcher ran; torch.export's
+                # program may still translate (a composite op with a rule of its own).
+                rep.fallbacks.append(
+                    f"static recording did not translate ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:200]}); captured again with torch.export")
+                captured = capture(False)
+                note_capture(captured)
+                program = decompose(captured)
+                translator, onnx_model, program = translate_all(captured, program)
         except UnsupportedOperatorError as exc:
             rep.unsupported = list(exc.missing)
             if report_path is not None:

@@ -31,6 +31,8 @@ class CaptureResult:
     example: Any = None  # (args, kwargs) it was captured on, when not the user's
     refinements: list[str] = field(default_factory=list)
     fixed_axes: list[str] = field(default_factory=list)
+    # True when the program is a static recording of one eager run (_record.py).
+    recorded: bool = False
 
 
 class _CallableModule(torch.nn.Module):
@@ -90,17 +92,72 @@ def capture(
     kwargs: dict[str, Any],
     dynamic_shapes: Any = None,
     decompositions: Callable[[], dict[Any, Any]] | None = None,
+    has_rule: Callable[[Any], bool] | None = None,
+    record: bool = True,
 ) -> CaptureResult:
-    """torch.export with strict=False, then strict=True, then a make_fx trace.
+    """A recorded eager run (static shapes only, when it is provably exact), then
+    torch.export with strict=False, then strict=True, then a make_fx trace.
 
     ``decompositions`` builds the table the trace applies (ops without a rule);
-    the torch.export paths decompose later, in the decompose stage.
+    the torch.export paths decompose later, in the decompose stage. ``has_rule``
+    tells the recording which composite ops to keep whole.
     """
     if isinstance(model, torch.export.ExportedProgram):
         return CaptureResult(model, "given ExportedProgram")
     module = as_module(model)
     with _no_leaked_fake_tensors(module):
+        if record and dynamic_shapes is None and _record_enabled():
+            recorded = _try_record(module, args, kwargs, has_rule or (lambda op: False))
+            if isinstance(recorded, CaptureResult):
+                return recorded
+            result = _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
+            result.fallbacks.insert(0, recorded)
+            return result
         return _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
+
+
+def _record_enabled() -> bool:
+    """PT2ONNX_CAPTURE=export turns the recording off (every capture uses torch.export)."""
+    import os
+
+    return os.environ.get("PT2ONNX_CAPTURE", "").strip().lower() != "export"
+
+
+def _try_record(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                has_rule: Callable[[Any], bool]) -> CaptureResult | str:
+    """The recorded program, or why the recording was not used."""
+    from pt2onnx import _record
+    from pt2onnx._trace import _input_names, _substitutions
+
+    register_output_containers()
+    try:
+        with _no_leaked_fake_tensors(module, everything=True):
+            program, notes = _record.record(module, args, kwargs, has_rule,
+                                            _input_names(module, args, kwargs),
+                                            _substitutions)
+    except (CaptureError, InvalidInputError):
+        raise
+    except _record.Unrecordable as exc:
+        return f"static recording not used: {exc}"
+    except Exception as exc:  # the model's own error comes again from torch.export
+        return f"static recording not used: {_short(exc, 300)}"
+    return CaptureResult(program, RECORDED, warnings=notes, recorded=True)
+
+
+RECORDED = "recorded (static shapes)"
+
+
+def composite(op: Any) -> bool:
+    """Whether ``op`` is split into other ops before the dispatcher's Python key."""
+    try:
+        name = op.name()
+    except (AttributeError, TypeError):
+        return False
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(
+            name, "CompositeImplicitAutograd"))
+    except RuntimeError:
+        return False
 
 
 def _holds_fake(value: Any) -> bool:
@@ -120,7 +177,7 @@ def _holds_fake(value: Any) -> bool:
 
 
 @contextlib.contextmanager
-def _no_leaked_fake_tensors(module: Any) -> Iterator[None]:
+def _no_leaked_fake_tensors(module: Any, everything: bool = False) -> Iterator[None]:
     """Undoes attribute writes that leave tracing tensors on the model.
 
     A forward that caches a tensor on ``self`` (YOLO's Detect head keeps its anchors
@@ -128,7 +185,8 @@ def _no_leaked_fake_tensors(module: Any) -> Iterator[None]:
     torch.export traces it. Left there, the next export or eager call reads the fake
     tensor as if it were real. In each module where that happened, every attribute the
     capture wrote gets its earlier value back (or goes, if the capture added it), so
-    the cache and its key stay consistent."""
+    the cache and its key stay consistent. With ``everything``, every module's writes
+    are undone (the recorded eager run: an export leaves the model as it found it)."""
     if not isinstance(module, torch.nn.Module):
         yield
         return
@@ -140,7 +198,7 @@ def _no_leaked_fake_tensors(module: Any) -> Iterator[None]:
         for m, saved in before:
             changed = [k for k, v in m.__dict__.items()
                        if k not in skip and (k not in saved or saved[k] is not v)]
-            if not any(_holds_fake(m.__dict__[k]) for k in changed):
+            if not everything and not any(_holds_fake(m.__dict__[k]) for k in changed):
                 continue
             for key in changed:
                 if key in saved:

@@ -1,0 +1,466 @@
+"""The fast capture for static shapes: one eager run, recorded op by op.
+
+With no dynamic dims, torch.export specialises every shape on the example, so what
+it adds over a plain eager run is its checks that no Python decision depends on a
+tensor's *values*, and functionalization. This module gets the same graph from a
+single eager forward on the real example, recorded at the ATen dispatcher (a
+``TorchDispatchMode``), without importing or running Dynamo, fake tensors or AOT
+autograd. On YOLO11n that is the difference between the TorchScript exporter's speed
+and several times it: importing torch.export's tracer alone costs more than the
+TorchScript exporter's whole export.
+
+A recording is used only when it provably equals what torch.export would capture.
+It gives up (and the capture goes on to torch.export, which says nothing was lost)
+when the run:
+
+- reads a value out of a tensor that depends on the inputs or on a random op
+  (``.item()``, ``bool(t)``, ``.tolist()``, ``.numpy()``: data-dependent control
+  flow), or runs an op whose output *shape* depends on such values (``nonzero``,
+  boolean masks, ``unique``);
+- mutates a model input, a parameter or a buffer, or mutates a tensor through a
+  view or while a view of it exists (these need functionalization); an in-place op
+  on a fresh intermediate (``relu_``, ``add_``) is recorded as its functional form;
+- sees a tensor subclass, an ``out=`` op, or anything else it cannot map.
+
+Ops that have a richer ONNX form (linear, scaled_dot_product_attention, layer_norm,
+group_norm, rms_norm) are recorded whole, at the ``torch.nn.functional`` call,
+where they have a rule; every other op is recorded as the dispatcher sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import operator
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.fx import traceback as fx_traceback
+from torch.overrides import TorchFunctionMode
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+aten = torch.ops.aten
+
+
+class Unrecordable(Exception):
+    """The run did something a static recording cannot capture exactly."""
+
+
+# torch.nn.functional calls recorded as one ATen op (when that op has a rule). Their
+# parameters have the same names, in the same order, as the ATen schema's.
+_WHOLE: dict[Any, Any] = {
+    torch.nn.functional.linear: aten.linear.default,
+    torch.nn.functional.layer_norm: aten.layer_norm.default,
+    torch.nn.functional.group_norm: aten.group_norm.default,
+    torch.nn.functional.scaled_dot_product_attention: aten.scaled_dot_product_attention.default,
+}
+if hasattr(torch.nn.functional, "rms_norm") and hasattr(aten, "rms_norm"):
+    _WHOLE[torch.nn.functional.rms_norm] = aten.rms_norm.default
+
+# Ways a Python value leaves a tensor without a dispatcher call.
+_ESCAPES = {
+    torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.data_ptr,
+    torch.Tensor.__dlpack__, torch.Tensor.untyped_storage,
+}
+_VALUE_OPS = {aten.is_nonzero.default, aten._local_scalar_dense.default}
+# Ops whose output shape comes from their inputs' values without the dynamic_output_shape
+# tag saying so.
+_SHAPE_FROM_VALUES = {aten._pack_padded_sequence.default}
+_MASK_INDEX_OPS = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default}
+
+
+def _is_plain(t: torch.Tensor) -> bool:
+    return type(t) in (torch.Tensor, torch.nn.Parameter)
+
+
+class _Recording:
+    """The graph being built and the map from live tensors to its nodes."""
+
+    def __init__(self, module: torch.nn.Module, has_rule: Callable[[Any], bool]) -> None:
+        from torch.utils.weak import WeakIdKeyDictionary
+
+        self.graph = torch.fx.Graph()
+        self.env: Any = WeakIdKeyDictionary()  # tensor -> fx.Node
+        self.tainted: set[torch.fx.Node] = set()
+        self.viewed: set[int] = set()  # ids of tensors some recorded view is based on
+        self.state: dict[int, tuple[str, bool, torch.Tensor]] = {}
+        for name, p in module.named_parameters():
+            self.state.setdefault(id(p), (name, True, p))
+        for name, b in module.named_buffers():
+            self.state.setdefault(id(b), (name, False, b))
+        self.state_nodes: list[tuple[torch.fx.Node, str, bool]] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.constant_nodes: list[torch.fx.Node] = []
+        self.anchor: torch.fx.Node | None = None  # the first user input placeholder
+        self.has_rule = has_rule
+        self.paused = 0
+        self.module_stack: list[tuple[str, type]] = []
+        self.fake_mode: Any = None
+
+    # -- values ------------------------------------------------------------------
+
+    def fake(self, value: Any) -> Any:
+        if self.fake_mode is None:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+
+        def one(t: Any) -> Any:
+            if not isinstance(t, torch.Tensor):
+                return t
+            with self.fake_mode:
+                return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
+                                           device=t.device)
+
+        return pytree.tree_map(one, value)
+
+    def _placeholder(self, name: str, value: torch.Tensor) -> torch.fx.Node:
+        ctx = (self.graph.inserting_before(self.anchor) if self.anchor is not None
+               else contextlib.nullcontext())
+        with ctx:
+            node = self.graph.placeholder(name)
+        node.meta["val"] = self.fake(value)
+        return node
+
+    def node_of(self, t: torch.Tensor) -> torch.fx.Node:
+        node = self.env.get(t)
+        if node is not None:
+            return node
+        if not _is_plain(t):
+            raise Unrecordable(f"a tensor subclass ({type(t).__name__}) reached the dispatcher")
+        entry = self.state.get(id(t))
+        if entry is not None and entry[2] is t:
+            name, is_param, _ = entry
+            node = self._placeholder(_safe(("p_" if is_param else "b_") + name), t)
+            self.state_nodes.append((node, name, is_param))
+        else:
+            name = f"c_lifted_tensor_{len(self.constants)}"
+            value = t.detach()
+            self.constants[name] = value.clone() if value.numel() <= 1 << 16 else value
+            node = self._placeholder(name, t)
+            self.constant_nodes.append(node)
+        self.env[t] = node
+        return node
+
+    def to_nodes(self, value: Any) -> Any:
+        return pytree.tree_map_only(torch.Tensor, self.node_of, value)
+
+    # -- ops -----------------------------------------------------------------------
+
+    def record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
+               inputs: list[torch.fx.Node]) -> None:
+        node_args, node_kwargs = self.to_nodes((args, kwargs))
+        node = self.graph.call_function(func, tuple(node_args), dict(node_kwargs))
+        node.meta["stack_trace"] = _user_frame()
+        custom = fx_traceback.current_meta.get("custom")
+        if custom:  # pt2onnx.annotate blocks
+            node.meta["custom"] = dict(custom)
+        if self.module_stack:
+            node.meta["nn_module_stack"] = {
+                path: (path, mtype) for path, mtype in self.module_stack}
+        tainted = any(n in self.tainted for n in inputs) or (
+            torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()))
+        node.meta["val"] = self.fake(out)
+        if tainted:
+            self.tainted.add(node)
+        if isinstance(out, torch.Tensor):
+            self._bind(out, node)
+        elif isinstance(out, (tuple, list)):
+            for i, item in enumerate(out):
+                if isinstance(item, torch.Tensor):
+                    getter = self.graph.call_function(operator.getitem, (node, i))
+                    getter.meta["val"] = node.meta["val"][i]
+                    if tainted:
+                        self.tainted.add(getter)
+                    self._bind(item, getter)
+
+    def _bind(self, t: torch.Tensor, node: torch.fx.Node) -> None:
+        base = t._base
+        if base is not None:
+            self.viewed.add(id(base))
+        self.env[t] = node
+
+
+def _dead_code(graph: torch.fx.Graph) -> None:
+    """Drops unused ops, keeping the ones that exist for their effect on the export
+    (``pt2onnx::as_output`` adds a graph output)."""
+    keep = ("pt2onnx::as_output",)
+    for node in reversed(list(graph.nodes)):
+        if node.op != "call_function" or node.users:
+            continue
+        if getattr(node.target, "name", lambda: "")() in keep:
+            continue
+        graph.erase_node(node)
+
+
+_SKIP_DIRS = tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (torch, contextlib))
+
+
+def _user_frame() -> str:
+    """The innermost frame of the model's code, as torch.export writes stack traces."""
+    frame: Any = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is _RUN_CODE:  # the model's own frames end here
+            return ""
+        name = frame.f_code.co_filename
+        if not name.startswith(_SKIP_DIRS) and name != __file__ and not name.startswith("<"):
+            break
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    code = frame.f_code
+    key = (code, frame.f_lineno)
+    hit = _FRAMES.get(key)
+    if hit is None:
+        line = linecache.getline(code.co_filename, frame.f_lineno).strip()
+        hit = _FRAMES[key] = (f'  File "{code.co_filename}", line {frame.f_lineno}, '
+                              f"in {code.co_name}\n    {line}\n")
+    return hit
+
+
+_FRAMES: dict[Any, str] = {}
+
+
+def _run(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return module(*args, **kwargs)
+
+
+_RUN_CODE = _run.__code__
+
+
+def _safe(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    return [x for x in pytree.tree_leaves(value) if isinstance(x, torch.Tensor)]
+
+
+def _functional(func: Any) -> Any:
+    """``aten.add_.Tensor`` -> ``aten.add.Tensor``; None when there is no such op."""
+    packet = func.overloadpacket.__name__
+    if not packet.endswith("_") or packet.startswith("_"):
+        return None
+    target = getattr(aten, packet[:-1], None)
+    if target is None:
+        return None
+    return getattr(target, func._overloadname, None)
+
+
+class _Dispatch(TorchDispatchMode):
+    def __init__(self, rec: _Recording) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        rec = self.rec
+        if rec.paused:
+            return func(*args, **kwargs)
+        tensors = _tensors((args, kwargs))
+        for t in tensors:
+            if not _is_plain(t):
+                raise Unrecordable(f"{func} got a tensor subclass ({type(t).__name__})")
+        inputs = [rec.node_of(t) for t in tensors]
+        tainted = any(n in rec.tainted for n in inputs)
+        tags = getattr(func, "tags", ())
+        if func in _VALUE_OPS or torch.Tag.data_dependent_output in tags:
+            if tainted:
+                raise Unrecordable(
+                    f"{func} reads a value that depends on the inputs (data-dependent "
+                    "control flow)")
+            # A value of a constant or a weight: the Python value is what the graph uses.
+            return func(*args, **kwargs)
+        if tainted and func in _SHAPE_FROM_VALUES:
+            raise Unrecordable(f"{func}'s output shape depends on the inputs' values")
+        if tainted and torch.Tag.dynamic_output_shape in tags and not (
+                func in _MASK_INDEX_OPS and not any(
+                    t.dtype in (torch.bool, torch.uint8) for t in tensors[1:])):
+            raise Unrecordable(f"{func}'s output shape depends on the inputs' values")
+        schema = func._schema
+        if schema.is_mutable:
+            return self._inplace(func, args, kwargs, inputs)
+        out = func(*args, **kwargs)
+        rec.record(func, args, kwargs, out, inputs)
+        return out
+
+    def _inplace(self, func: Any, args: Any, kwargs: Any, inputs: list[torch.fx.Node]) -> Any:
+        rec = self.rec
+        written = [a for a in func._schema.arguments if a.alias_info is not None
+                   and a.alias_info.is_write]
+        functional = _functional(func)
+        if functional is None or len(written) != 1 or written[0].kwarg_only:
+            raise Unrecordable(f"{func} mutates its arguments in a way that needs "
+                               "functionalization")
+        index = func._schema.arguments.index(written[0])
+        target = args[index] if index < len(args) else kwargs.get(written[0].name)
+        node = rec.env.get(target) if isinstance(target, torch.Tensor) else None
+        if node is None or node.op != "call_function":
+            raise Unrecordable(f"{func} mutates a model input, parameter, buffer or constant")
+        if target._base is not None or id(target) in rec.viewed:
+            raise Unrecordable(f"{func} mutates a tensor that has views")
+        out = func(*args, **kwargs)
+        # The functional op's node now stands for the mutated tensor; earlier users keep
+        # the node of its old value.
+        rec.record(functional, args, kwargs, out, inputs)
+        return out
+
+
+class _Functions(TorchFunctionMode):
+    def __init__(self, rec: _Recording) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        rec = self.rec
+        if rec.paused:
+            return func(*args, **kwargs)
+        if func in _ESCAPES:
+            t = args[0] if args else None
+            if isinstance(t, torch.Tensor):
+                if rec.env.get(t) in rec.tainted:
+                    raise Unrecordable(
+                        f"Tensor.{func.__name__} reads values that depend on the inputs")
+        op = _WHOLE.get(func)
+        if op is not None and rec.has_rule(op):
+            bound = _bind_schema(op, args, kwargs)
+            if bound is not None:
+                tensors = _tensors(bound)
+                if all(_is_plain(t) for t in tensors):
+                    inputs = [rec.node_of(t) for t in tensors]
+                    rec.paused += 1
+                    try:
+                        out = func(*args, **kwargs)
+                    finally:
+                        rec.paused -= 1
+                    rec.record(op, bound, {}, out, inputs)
+                    return out
+        return func(*args, **kwargs)
+
+
+def _bind_schema(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The call's arguments in the ATen schema's order; None if they don't map."""
+    names = [a.name for a in op._schema.arguments]
+    if len(args) > len(names) or any(k not in names for k in kwargs):
+        return None
+    values: list[Any] = list(args)
+    for arg in op._schema.arguments[len(args):]:
+        if arg.name in kwargs:
+            values.append(kwargs[arg.name])
+        elif arg.has_default_value():
+            values.append(arg.default_value)
+        else:
+            return None
+    if any(a.kwarg_only for a in op._schema.arguments[: len(args)]):
+        return None
+    return tuple(values)
+
+
+@contextlib.contextmanager
+def _module_paths(rec: _Recording, module: torch.nn.Module) -> Iterator[None]:
+    names = {id(m): name for name, m in module.named_modules()}
+    from torch.nn.modules import module as nn_module
+
+    def pre(m: torch.nn.Module, _args: Any) -> None:
+        name = names.get(id(m))
+        if name is not None:
+            rec.module_stack.append((name, type(m)))
+
+    def post(m: torch.nn.Module, _args: Any, _out: Any) -> None:
+        if id(m) in names and rec.module_stack:
+            rec.module_stack.pop()
+
+    handles = [nn_module.register_module_forward_pre_hook(pre),
+               nn_module.register_module_forward_hook(post)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def record(
+    module: torch.nn.Module,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    has_rule: Callable[[Any], bool],
+    input_names: list[str],
+    substitutions: Callable[[list[str]], Any],
+) -> tuple[torch.export.ExportedProgram, list[str]]:
+    """Records ``module(*args, **kwargs)``; raises Unrecordable when it must not be used."""
+    from torch.export.graph_signature import (
+        ConstantArgument,
+        InputKind,
+        InputSpec,
+        OutputKind,
+        OutputSpec,
+        TensorArgument,
+    )
+
+    from pt2onnx import _compat
+
+    rec = _Recording(module, has_rule)
+    flat, in_spec = pytree.tree_flatten((args, kwargs))
+    user_nodes = []
+    for value, name in zip(flat, input_names):
+        node = rec.graph.placeholder(name)
+        node.meta["val"] = rec.fake(value) if isinstance(value, torch.Tensor) else value
+        if isinstance(value, torch.Tensor):
+            if not _is_plain(value):
+                raise Unrecordable(f"input {name} is a tensor subclass")
+            if value not in rec.env:
+                rec.env[value] = node
+            rec.tainted.add(node)
+        rec.anchor = rec.anchor or node
+        user_nodes.append((node, value))
+    notes: list[str] = []
+    with torch.no_grad(), substitutions(notes), _module_paths(rec, module), \
+            _Functions(rec), _Dispatch(rec):
+        out = _run(module, args, kwargs)
+    leaves, out_spec = pytree.tree_flatten(out)
+    outputs: list[Any] = []
+    output_specs = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            node = rec.node_of(leaf)
+            outputs.append(node)
+            output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name),
+                                           target=None))
+        else:
+            outputs.append(leaf)
+            output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, ConstantArgument("", leaf),
+                                           target=None))
+    rec.graph.output(tuple(outputs))
+    _dead_code(rec.graph)
+    live = {n for n in rec.graph.nodes if n.op == "placeholder"}
+    input_specs: list[Any] = []
+    for node, name, is_param in rec.state_nodes:
+        if node in live:
+            kind = InputKind.PARAMETER if is_param else InputKind.BUFFER
+            input_specs.append(InputSpec(kind, TensorArgument(node.name), target=name,
+                                         persistent=None if is_param else True))
+    for node in rec.constant_nodes:
+        if node in live:
+            input_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(node.name),
+                                         target=node.name))
+    for node, value in user_nodes:
+        arg: Any = (TensorArgument(node.name) if isinstance(value, torch.Tensor)
+                    else ConstantArgument(node.name, value))
+        input_specs.append(InputSpec(InputKind.USER_INPUT, arg, target=None))
+    # Placeholders in the order of the specs, as ExportedProgram expects.
+    by_name = {n.name: n for n in rec.graph.nodes if n.op == "placeholder"}
+    first_other = next(n for n in rec.graph.nodes if n.op != "placeholder")
+    for spec in input_specs:
+        first_other.prepend(by_name[spec.arg.name])
+    gm = torch.fx.GraphModule(torch.nn.Module(), rec.graph)
+    state_dict = {name: t for name, _is_param, t in rec.state.values()}
+    constants = {name: rec.constants[name] for name in
+                 (n.name for n in rec.constant_nodes if n in live)}
+    program = _compat.exported_program_from_graph(
+        gm, input_specs, output_specs, state_dict, constants, in_spec, out_spec)
+    return program, notes

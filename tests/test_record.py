@@ -1,0 +1,172 @@
+"""The static recording: one eager run recorded at the dispatcher, used only when exact.
+
+Each case checks which capture was used and compares onnxruntime with eager, so a
+recording that bakes in a value it should not would fail on the second input.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import pt2onnx
+from pt2onnx._capture import RECORDED
+
+
+def _export(model, *inputs, **kwargs):
+    prog = pt2onnx.export(model, inputs, **kwargs)
+    return prog, prog.report.capture_strategy
+
+
+def _matches(prog, model, *inputs):
+    got = prog.run(*inputs)
+    want = model(*inputs)
+    want = [want] if isinstance(want, torch.Tensor) else list(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(torch.from_numpy(g), w, rtol=1e-4, atol=1e-5)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.norm = nn.LayerNorm(8)
+        self.register_buffer("scale", torch.tensor(2.0))
+
+    def forward(self, x):
+        h = self.lin(x)
+        h.relu_()  # in place on a fresh intermediate: recorded as relu
+        h = self.norm(h) * self.scale.item()  # a buffer's value: a constant of the model
+        a, b = h.chunk(2, dim=-1)
+        q = a.unflatten(-1, (2, 2)).transpose(0, 1)
+        att = nn.functional.scaled_dot_product_attention(q, q, q)
+        return att.transpose(0, 1).flatten(1) + b
+
+
+def test_static_model_is_recorded_with_composites_whole():
+    model = Block().eval()
+    x = torch.randn(5, 8)
+    prog, strategy = _export(model, x)
+    assert strategy == RECORDED, prog.report.fallbacks
+    ops = prog.report.op_histogram
+    assert ops.get("LayerNormalization") == 1 and "Relu" in ops
+    assert "ReduceMean" not in ops  # layer_norm stayed one op
+    _matches(prog, model, x)
+    _matches(prog, model, torch.randn(5, 8))
+
+
+class Branch(nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else x - 1
+
+
+class ToList(nn.Module):
+    def forward(self, x):
+        n = int(x.abs().argmax().tolist())
+        return x[:n + 1] * 1.0
+
+
+class MaskSelect(nn.Module):
+    def forward(self, x):
+        return x[x > 0].sum().reshape(1) + x.new_zeros(x[x > 0].shape[0] * 0 + 1)
+
+
+class MutatesInput(nn.Module):
+    def forward(self, x):
+        x.add_(1)
+        return x * 2
+
+
+class WritesThroughView(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        y[:, 0] = 0
+        return y
+
+
+class RandomValue(nn.Module):
+    def forward(self, x):
+        k = int(torch.randint(1, 3, ()).item())
+        return x[:k]
+
+
+@pytest.mark.parametrize("model, why", [
+    (Branch(), "depends on the inputs"),
+    (ToList(), "tolist reads values"),
+    (MaskSelect(), "output shape depends"),
+    (MutatesInput(), "mutates a model input"),
+    (WritesThroughView(), "mutates"),
+    (RandomValue(), "depends on the inputs"),
+], ids=lambda v: v if isinstance(v, str) else type(v).__name__)
+def test_what_a_recording_cannot_capture_goes_to_torch_export(model, why):
+    x = torch.randn(3, 4)
+    prog = pt2onnx.export(model, (x.clone(),))
+    assert prog.report.capture_strategy != RECORDED
+    assert prog.report.fallbacks[0].startswith("static recording not used")
+    assert why in prog.report.fallbacks[0], prog.report.fallbacks[0]
+
+
+def test_mutation_through_a_view_still_matches():
+    x = torch.randn(3, 4)
+    prog = pt2onnx.export(WritesThroughView(), (x,))
+    _matches(prog, WritesThroughView(), torch.randn(3, 4))
+
+
+def test_model_state_is_left_as_it_was():
+    class Caches(nn.Module):
+        grid = None
+
+        def forward(self, x):
+            if self.grid is None or self.grid.shape != x.shape[-1:]:
+                self.grid = torch.arange(x.shape[-1], dtype=x.dtype)
+            return x + self.grid
+
+    model = Caches()
+    prog, strategy = _export(model, torch.randn(2, 5))
+    assert strategy == RECORDED and model.grid is None
+    _matches(prog, model, torch.randn(2, 5))
+
+
+def test_environment_variable_turns_the_recording_off(monkeypatch):
+    monkeypatch.setenv("PT2ONNX_CAPTURE", "export")
+    prog, strategy = _export(Block().eval(), torch.randn(5, 8))
+    assert strategy.startswith("torch.export")
+
+
+def test_dynamic_shapes_never_record():
+    prog = pt2onnx.export(Block().eval(), (torch.randn(5, 8),),
+                          dynamic_shapes=({0: torch.export.Dim("n")},))
+    assert prog.report.capture_strategy.startswith("torch.export")
+
+
+def test_a_custom_rule_for_a_composite_op_still_fires():
+    calls = []
+
+    def chunk_rule(g, x, chunks, dim=0):
+        calls.append(chunks)
+        return g.op.Split(x, axis=dim, num_outputs=chunks, _outputs=chunks)
+
+    class Chunk(nn.Module):
+        def forward(self, x):
+            a, b = torch.chunk(x, 2, dim=1)
+            return a - b
+
+    x = torch.randn(3, 4)
+    prog = pt2onnx.export(Chunk(), (x,),
+                          custom_translations={torch.ops.aten.chunk.default: chunk_rule})
+    assert calls == [2] and prog.report.capture_strategy.startswith("torch.export")
+    _matches(prog, Chunk(), torch.randn(3, 4))
+
+
+def test_errors_name_the_model_source_line():
+    class Bad(nn.Module):
+        def forward(self, x):
+            return torch.max(x, 0)[0]
+
+    def one_output(g, x, dim, keepdim=False):
+        return g.op.ReduceMax(x, g.const([dim]), keepdims=int(keepdim))
+
+    with pytest.raises(pt2onnx.TranslationError, match=r"torch\.max\(x, 0\)\[0\]"):
+        pt2onnx.export(Bad(), (torch.randn(3, 4),),
+                       custom_translations={torch.ops.aten.max.dim: one_output})
