@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from pt2onnx import _compat, _dynamic
+from pt2onnx import _compat, _dynamic, _packed_rnn
 from pt2onnx._trace import trace
 from pt2onnx.errors import CaptureError, InvalidInputError
 
@@ -99,8 +99,12 @@ def capture(
     if isinstance(model, torch.export.ExportedProgram):
         return CaptureResult(model, "given ExportedProgram")
     module = as_module(model)
-    with _no_leaked_fake_tensors(module):
-        return _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
+    notes: list[str] = []
+    with _no_leaked_fake_tensors(module), _packed_rnn.substitutions(notes):
+        result = _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
+    if notes:  # pack -> RNN -> unpack became pt2onnx::packed_rnn
+        result.strategy += "; " + " ".join(notes)
+    return result
 
 
 def _holds_fake(value: Any) -> bool:

@@ -1,0 +1,116 @@
+"""pt2onnx::packed_rnn (packed LSTM / GRU / RNN) -> ONNX LSTM / GRU / RNN.
+
+The op is what capture makes of pack_padded_sequence -> RNN -> pad_packed_sequence
+(see _packed_rnn.py). Each layer is one ONNX recurrent op over the padded input
+with ``sequence_lens``: the reverse direction starts at each sequence's last valid
+step and the final states are taken there, as torch's packed kernels do.
+
+Gate order differs: torch stacks LSTM gates as (i, f, g, o), ONNX as (i, o, f, c);
+GRU as (r, z, n) against ONNX's (z, r, h), with torch applying the reset gate after
+the hidden matmul (``linear_before_reset=1``). An LSTM with ``proj_size`` has no
+ONNX op: it becomes a Loop over time steps (see ``_projected_lstm``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import onnx_ir as ir
+import torch
+
+from pt2onnx import _packed_rnn
+from pt2onnx._builder import RuleContext
+from pt2onnx._registry import translation
+from pt2onnx.errors import TranslationError
+
+_packed_rnn.define_ops()  # the op the rule below is keyed by
+
+# For each mode: ONNX op, number of gates, torch's gate index for each ONNX gate.
+_MODES = {
+    "LSTM": ("LSTM", 4, (0, 3, 1, 2)),
+    "GRU": ("GRU", 3, (1, 0, 2)),
+    "RNN_TANH": ("RNN", 1, (0,)),
+    "RNN_RELU": ("RNN", 1, (0,)),
+}
+
+
+def _reorder(g: RuleContext, w: ir.Value, gates: int, hidden: int,
+             order: Sequence[int]) -> ir.Value:
+    """Reorders the gate blocks stacked along axis 0 of a torch weight or bias."""
+    if gates == 1:
+        return w
+    parts = g.op.Split(w, g.const([hidden] * gates), axis=0, _outputs=gates)
+    return g.op.Concat(*[parts[i] for i in order], axis=0)
+
+
+def _stack(g: RuleContext, values: list[ir.Value]) -> ir.Value:
+    """[D, ...] from one tensor per direction."""
+    rows = [g.op.Unsqueeze(v, g.const([0])) for v in values]
+    return rows[0] if len(rows) == 1 else g.op.Concat(*rows, axis=0)
+
+
+def _layer_states(g: RuleContext, state: ir.Value | None, layer: int,
+                  dirs: int) -> ir.Value | None:
+    if state is None:
+        return None
+    return g.op.Slice(state, g.const([layer * dirs]), g.const([(layer + 1) * dirs]),
+                      g.const([0]))
+
+
+@translation(torch.ops.pt2onnx.packed_rnn.default)
+def packed_rnn(g: RuleContext, x: ir.Value, lengths: ir.Value, hx: list[ir.Value],
+               weights: list[ir.Value], mode: str, num_layers: int, bidirectional: bool,
+               has_biases: bool, hidden_size: int,
+               proj_size: int) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """pt2onnx::packed_rnn(Tensor input, Tensor lengths, Tensor[] hx, Tensor[] weights, str mode, int num_layers, bool bidirectional, bool has_biases, int hidden_size, int proj_size) -> (Tensor, Tensor, Tensor)"""
+    if g.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16):
+        raise TranslationError(
+            f"packed {mode} in {g.dtype}: ONNX recurrent ops take float16, float32 or float64. "
+            "Next step: run the RNN in float32.")
+    dirs = 2 if bidirectional else 1
+    h0 = hx[0] if hx else None
+    c0 = hx[1] if len(hx) > 1 else None
+    seq_lens = g.cast(lengths, ir.DataType.INT32)
+    per = (4 if has_biases else 2) + (1 if proj_size > 0 else 0)
+    if proj_size > 0:
+        from pt2onnx.rules.rnn_loop import projected_lstm
+
+        return projected_lstm(g, x, lengths, h0, c0, weights, num_layers, dirs, has_biases,
+                              hidden_size, proj_size)
+    onnx_op, gates, order = _MODES[mode]
+    finals_h, finals_c = [], []
+    for layer in range(num_layers):
+        ws, rs, bs = [], [], []
+        for d in range(dirs):
+            base = (layer * dirs + d) * per
+            ws.append(_reorder(g, weights[base], gates, hidden_size, order))
+            rs.append(_reorder(g, weights[base + 1], gates, hidden_size, order))
+            if has_biases:
+                bs.append(g.op.Concat(
+                    _reorder(g, weights[base + 2], gates, hidden_size, order),
+                    _reorder(g, weights[base + 3], gates, hidden_size, order), axis=0))
+        inputs = [x, _stack(g, ws), _stack(g, rs), _stack(g, bs) if bs else None, seq_lens,
+                  _layer_states(g, h0, layer, dirs)]
+        attrs: dict[str, object] = {
+            "hidden_size": hidden_size,
+            "direction": "bidirectional" if bidirectional else "forward",
+        }
+        if onnx_op == "LSTM":
+            inputs.append(_layer_states(g, c0, layer, dirs))
+            y, y_h, y_c = g.op.LSTM(*inputs, **attrs, _outputs=3)
+            finals_c.append(y_c)
+        else:
+            if onnx_op == "GRU":
+                attrs["linear_before_reset"] = 1
+            else:
+                attrs["activations"] = ["Relu" if mode == "RNN_RELU" else "Tanh"] * dirs
+            y, y_h = getattr(g.op, onnx_op)(*inputs, **attrs, _outputs=2)
+        finals_h.append(y_h)
+        # Y is [T, D, B, H]; the next layer and torch want [T, B, D * H].
+        x = g.op.Reshape(g.op.Transpose(y, perm=[0, 2, 1, 3]), g.const([0, 0, -1]))
+    h_n = finals_h[0] if num_layers == 1 else g.op.Concat(*finals_h, axis=0)
+    if onnx_op == "LSTM":
+        c_n = finals_c[0] if num_layers == 1 else g.op.Concat(*finals_c, axis=0)
+    else:
+        c_n = g.op.ConstantOfShape(g.const([0]), value=ir.tensor([0.0], dtype=g.dtype))
+    return x, h_n, c_n
