@@ -179,9 +179,11 @@ def _rnn_forward(module: torch.nn.RNNBase, packed: _PaddedPacked, hx: Any) -> An
             "Next step: call model.eval() before exporting."
         )
     proj = int(getattr(module, "proj_size", 0))
+    # The parameters as the module holds them now (torch.export swaps them in).
+    weights = [getattr(module, name) for name in module._flat_weights_names]
     states = [] if hx is None else list(hx) if isinstance(hx, (tuple, list)) else [hx]
     out, h, c = torch.ops.pt2onnx.packed_rnn(
-        packed.padded, packed.lengths, states, module._flat_weights, module.mode,
+        packed.padded, packed.lengths, states, weights, module.mode,
         module.num_layers, module.bidirectional, module.bias, module.hidden_size, proj)
     result = _PaddedPacked(out, packed.lengths)
     return (result, (h, c)) if module.mode == "LSTM" else (result, h)

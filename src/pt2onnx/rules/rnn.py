@@ -22,6 +22,7 @@ from pt2onnx import _packed_rnn
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
 from pt2onnx.errors import TranslationError
+from pt2onnx.rules.rnn_loop import projected_lstm
 
 _packed_rnn.define_ops()  # the op the rule below is keyed by
 
@@ -73,8 +74,6 @@ def packed_rnn(g: RuleContext, x: ir.Value, lengths: ir.Value, hx: list[ir.Value
     seq_lens = g.cast(lengths, ir.DataType.INT32)
     per = (4 if has_biases else 2) + (1 if proj_size > 0 else 0)
     if proj_size > 0:
-        from pt2onnx.rules.rnn_loop import projected_lstm
-
         return projected_lstm(g, x, lengths, h0, c0, weights, num_layers, dirs, has_biases,
                               hidden_size, proj_size)
     onnx_op, gates, order = _MODES[mode]
