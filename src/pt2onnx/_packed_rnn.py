@@ -203,7 +203,7 @@ def substitutions(notes: list[str]) -> Iterator[None]:
     replaced: list[tuple[Any, str, Any]] = []
     for module in list(sys.modules.values()):
         namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
+        if not isinstance(namespace, dict) or namespace is globals():  # _PACK stays torch's
             continue
         for name, value in list(namespace.items()):
             if id(value) in originals and value in swaps:

@@ -22,7 +22,7 @@ from pt2onnx import _packed_rnn
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
 from pt2onnx.errors import TranslationError
-from pt2onnx.rules.rnn_loop import projected_lstm
+from pt2onnx.rules.rnn_loop import loop_rnn
 
 _packed_rnn.define_ops()  # the op the rule below is keyed by
 
@@ -64,18 +64,21 @@ def packed_rnn(g: RuleContext, x: ir.Value, lengths: ir.Value, hx: list[ir.Value
                has_biases: bool, hidden_size: int,
                proj_size: int) -> tuple[ir.Value, ir.Value, ir.Value]:
     """pt2onnx::packed_rnn(Tensor input, Tensor lengths, Tensor[] hx, Tensor[] weights, str mode, int num_layers, bool bidirectional, bool has_biases, int hidden_size, int proj_size) -> (Tensor, Tensor, Tensor)"""
-    if g.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16):
+    if g.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
         raise TranslationError(
-            f"packed {mode} in {g.dtype}: ONNX recurrent ops take float16, float32 or float64. "
-            "Next step: run the RNN in float32.")
+            f"packed {mode} in {g.dtype}: pt2onnx exports packed RNNs in float32 and float64. "
+            "Next step: run the RNN in float32 (model.float()) before exporting.")
     dirs = 2 if bidirectional else 1
     h0 = hx[0] if hx else None
     c0 = hx[1] if len(hx) > 1 else None
+    if proj_size > 0 or g.dtype == ir.DataType.DOUBLE:
+        # No ONNX op has LSTM's projection, and onnxruntime's recurrent ops are
+        # float32 only: one Loop per layer and direction.
+        out, h_n, c_loop = loop_rnn(g, mode, x, lengths, h0, c0, weights, num_layers, dirs,
+                                    has_biases, hidden_size, proj_size)
+        return out, h_n, c_loop if c_loop is not None else _empty(g)
     seq_lens = g.cast(lengths, ir.DataType.INT32)
-    per = (4 if has_biases else 2) + (1 if proj_size > 0 else 0)
-    if proj_size > 0:
-        return projected_lstm(g, x, lengths, h0, c0, weights, num_layers, dirs, has_biases,
-                              hidden_size, proj_size)
+    per = 4 if has_biases else 2
     onnx_op, gates, order = _MODES[mode]
     finals_h, finals_c = [], []
     for layer in range(num_layers):
@@ -111,5 +114,10 @@ def packed_rnn(g: RuleContext, x: ir.Value, lengths: ir.Value, hx: list[ir.Value
     if onnx_op == "LSTM":
         c_n = finals_c[0] if num_layers == 1 else g.op.Concat(*finals_c, axis=0)
     else:
-        c_n = g.op.ConstantOfShape(g.const([0]), value=ir.tensor([0.0], dtype=g.dtype))
+        c_n = _empty(g)
     return x, h_n, c_n
+
+
+def _empty(g: RuleContext) -> ir.Value:
+    """The op's third output for GRU and RNN: an empty tensor."""
+    return g.op.ConstantOfShape(g.const([0]), value=ir.tensor([0.0], dtype=g.dtype))
