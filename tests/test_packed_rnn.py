@@ -211,3 +211,15 @@ def test_stacked_rnns_and_opset17() -> None:
     steps, batch = Dim("steps"), Dim("batch", min=2)
     _check(Stacked(), example, [(torch.randn(8, 4, FEATURES), torch.tensor([3, 8, 1, 5]))],
            opset=17, dynamic_shapes={"x": {0: steps, 1: batch}, "lengths": {0: batch}})
+
+
+@pytest.mark.slow
+def test_weights_computed_in_the_graph() -> None:
+    # weight_norm makes two weights graph values: their gates are reordered in the graph.
+    from torch.nn.utils.parametrizations import weight_norm
+
+    model = PackedRNN("LSTM", bidirectional=True, batch_first=True)
+    weight_norm(model.rnn, "weight_hh_l0")
+    weight_norm(model.rnn, "weight_ih_l0_reverse")
+    prog = _check(model, _inputs(model, [4, 6, 2], 6, True), [_inputs(model, [3, 5, 1], 6, True)])
+    assert prog.report.op_histogram.get("Split", 0) > 0

@@ -19,7 +19,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx import _packed_rnn
-from pt2onnx._builder import RuleContext
+from pt2onnx._builder import RuleContext, torch_dtype
 from pt2onnx._registry import translation
 from pt2onnx.errors import TranslationError
 from pt2onnx.rules.rnn_loop import loop_rnn
@@ -42,6 +42,34 @@ def _reorder(g: RuleContext, w: ir.Value, gates: int, hidden: int,
         return w
     parts = g.op.Split(w, g.const([hidden] * gates), axis=0, _outputs=gates)
     return g.op.Concat(*[parts[i] for i in order], axis=0)
+
+
+def _onnx_weight(g: RuleContext, per_dir: list[list[ir.Value]], gates: int, hidden: int,
+                 order: Sequence[int]) -> ir.Value:
+    """ONNX's [D, ...] weight: per direction, torch's tensors with their gate blocks
+    reordered, joined along axis 0. Weights known at export time (parameters) become
+    one initializer; others are reordered in the graph."""
+    consts = [[v.const_value for v in values] for values in per_dir]
+    first = per_dir[0][0]
+    if all(c is not None for cs in consts for c in cs) and first.shape is not None \
+            and first.dtype is not None:
+
+        def make() -> torch.Tensor:
+            rows = []
+            for cs in consts:
+                blocks = [torch.from_numpy(c.numpy().copy()).split(hidden)  # type: ignore[union-attr]
+                          for c in cs]
+                rows.append(torch.cat([bs[i] for bs in blocks for i in order]))
+            return torch.stack(rows)
+
+        rows_per_dir = sum(int(v.shape[0]) for v in per_dir[0])  # type: ignore[index]
+        shape = (len(per_dir), rows_per_dir, *(int(d) for d in first.shape[1:]))
+        return g.lazy_initializer(make, torch_dtype(first.dtype), shape)
+    rows = []
+    for values in per_dir:
+        parts = [_reorder(g, v, gates, hidden, order) for v in values]
+        rows.append(parts[0] if len(parts) == 1 else g.op.Concat(*parts, axis=0))
+    return _stack(g, rows)
 
 
 def _stack(g: RuleContext, values: list[ir.Value]) -> ir.Value:
@@ -82,17 +110,12 @@ def packed_rnn(g: RuleContext, x: ir.Value, lengths: ir.Value, hx: list[ir.Value
     onnx_op, gates, order = _MODES[mode]
     finals_h, finals_c = [], []
     for layer in range(num_layers):
-        ws, rs, bs = [], [], []
-        for d in range(dirs):
-            base = (layer * dirs + d) * per
-            ws.append(_reorder(g, weights[base], gates, hidden_size, order))
-            rs.append(_reorder(g, weights[base + 1], gates, hidden_size, order))
-            if has_biases:
-                bs.append(g.op.Concat(
-                    _reorder(g, weights[base + 2], gates, hidden_size, order),
-                    _reorder(g, weights[base + 3], gates, hidden_size, order), axis=0))
-        inputs = [x, _stack(g, ws), _stack(g, rs), _stack(g, bs) if bs else None, seq_lens,
-                  _layer_states(g, h0, layer, dirs)]
+        bases = [(layer * dirs + d) * per for d in range(dirs)]
+        w = _onnx_weight(g, [[weights[b]] for b in bases], gates, hidden_size, order)
+        r = _onnx_weight(g, [[weights[b + 1]] for b in bases], gates, hidden_size, order)
+        bias = _onnx_weight(g, [[weights[b + 2], weights[b + 3]] for b in bases], gates,
+                            hidden_size, order) if has_biases else None
+        inputs = [x, w, r, bias, seq_lens, _layer_states(g, h0, layer, dirs)]
         attrs: dict[str, object] = {
             "hidden_size": hidden_size,
             "direction": "bidirectional" if bidirectional else "forward",
