@@ -126,10 +126,10 @@ class _PaddedPacked(_rnn.PackedSequence):
             "before using the outputs."
         )
 
-    data = property(_refuse)  # type: ignore[assignment]
-    batch_sizes = property(_refuse)  # type: ignore[assignment]
-    sorted_indices = property(_refuse)  # type: ignore[assignment]
-    unsorted_indices = property(_refuse)  # type: ignore[assignment]
+    data = property(_refuse)
+    batch_sizes = property(_refuse)
+    sorted_indices = property(_refuse)
+    unsorted_indices = property(_refuse)
 
 
 def _pack_padded_sequence(input: torch.Tensor, lengths: Any, batch_first: bool = False,

@@ -49,21 +49,20 @@ def _onnx_weight(g: RuleContext, per_dir: list[list[ir.Value]], gates: int, hidd
     """ONNX's [D, ...] weight: per direction, torch's tensors with their gate blocks
     reordered, joined along axis 0. Weights known at export time (parameters) become
     one initializer; others are reordered in the graph."""
-    consts = [[v.const_value for v in values] for values in per_dir]
+    known = [[v.const_value for v in values] for values in per_dir]
     first = per_dir[0][0]
-    if all(c is not None for cs in consts for c in cs) and first.shape is not None \
-            and first.dtype is not None:
+    if all(c is not None for cs in known for c in cs) and first.dtype is not None:
+        consts = [[c for c in cs if c is not None] for cs in known]
 
         def make() -> torch.Tensor:
             rows = []
             for cs in consts:
-                blocks = [torch.from_numpy(c.numpy().copy()).split(hidden)  # type: ignore[union-attr]
-                          for c in cs]
+                blocks = [torch.from_numpy(c.numpy().copy()).split(hidden) for c in cs]
                 rows.append(torch.cat([bs[i] for bs in blocks for i in order]))
             return torch.stack(rows)
 
-        rows_per_dir = sum(int(v.shape[0]) for v in per_dir[0])  # type: ignore[index]
-        shape = (len(per_dir), rows_per_dir, *(int(d) for d in first.shape[1:]))
+        dims = [c.shape.numpy() for c in consts[0]]
+        shape = (len(consts), sum(d[0] for d in dims), *dims[0][1:])
         return g.lazy_initializer(make, torch_dtype(first.dtype), shape)
     rows = []
     for values in per_dir:
