@@ -223,3 +223,19 @@ def test_weights_computed_in_the_graph() -> None:
     weight_norm(model.rnn, "weight_ih_l0_reverse")
     prog = _check(model, _inputs(model, [4, 6, 2], 6, True), [_inputs(model, [3, 5, 1], 6, True)])
     assert prog.report.op_histogram.get("Split", 0) > 0
+
+
+@pytest.mark.slow
+def test_pack_sequence_of_a_list() -> None:
+    class FromList(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = nn.GRU(FEATURES, HIDDEN, batch_first=True)
+
+        def forward(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> Any:
+            packed = torch.nn.utils.rnn.pack_sequence([a, b, c], enforce_sorted=False)
+            out, h = self.rnn(packed)
+            return pad_packed_sequence(out, batch_first=True), h
+
+    example = (torch.randn(3, FEATURES), torch.randn(5, FEATURES), torch.randn(2, FEATURES))
+    _check(FromList(), example, [tuple(torch.randn_like(t) for t in example)])

@@ -100,7 +100,10 @@ def capture(
         return CaptureResult(model, "given ExportedProgram")
     module = as_module(model)
     notes: list[str] = []
-    with _no_leaked_fake_tensors(module), _packed_rnn.substitutions(notes):
+    # Only a model with an RNN module can pack sequences into one.
+    has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in module.modules())
+    packed = _packed_rnn.substitutions(notes) if has_rnn else contextlib.nullcontext()
+    with _no_leaked_fake_tensors(module), packed:
         result = _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
     if notes:  # pack -> RNN -> unpack became pt2onnx::packed_rnn
         result.strategy += "; " + " ".join(notes)
