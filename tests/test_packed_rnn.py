@@ -155,9 +155,20 @@ def test_training_dropout_is_refused() -> None:
         pt2onnx.export(model, _inputs(model, [3, 2], 3, with_h0=False))
 
 
-def test_substitution_is_undone() -> None:
-    model = PackedRNN("RNN_TANH").eval()
-    pt2onnx.export(model, _inputs(model, [3, 2], 3, with_h0=False))
+def test_plain_call_unchanged_and_substitution_undone() -> None:
+    class Both(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = nn.LSTM(FEATURES, HIDDEN)
+
+        def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> Any:
+            plain, (h, _) = self.rnn(x)  # a padded tensor: nn.LSTM's own forward
+            out, _ = self.rnn(pack_padded_sequence(x, lengths, enforce_sorted=False))
+            return plain, h, pad_packed_sequence(out)[0]
+
+    x = torch.randn(3, 2, FEATURES)
+    prog = _check(Both(), (x, torch.tensor([2, 3])), [(x, torch.tensor([3, 1]))])
+    assert "(1 call(s))" in prog.report.capture_strategy
     packed = pack_padded_sequence(torch.randn(3, 2, FEATURES), torch.tensor([3, 2]))
     assert type(packed) is torch.nn.utils.rnn.PackedSequence
     assert torch.nn.utils.rnn.pad_packed_sequence is pad_packed_sequence
