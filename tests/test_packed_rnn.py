@@ -145,8 +145,14 @@ def test_reading_packed_data_is_refused() -> None:
             out, _ = self.rnn(pack_padded_sequence(x, lengths, enforce_sorted=False))
             return out.data
 
+    example = (torch.randn(4, 2, FEATURES), torch.tensor([4, 2]))
     with pytest.raises(CaptureError, match="pad_packed_sequence before using"):
-        pt2onnx.export(Direct().eval(), (torch.randn(4, 2, FEATURES), torch.tensor([4, 2])))
+        pt2onnx.export(Direct().eval(), example)
+    returned = PackedRNN("GRU")
+    returned.forward = lambda x, lengths: returned.rnn(  # type: ignore[method-assign]
+        pack_padded_sequence(x, lengths, enforce_sorted=False))
+    with pytest.raises(CaptureError, match="returns a PackedSequence"):
+        pt2onnx.export(returned.eval(), example)
 
 
 def test_training_dropout_is_refused() -> None:

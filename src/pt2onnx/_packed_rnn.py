@@ -107,7 +107,8 @@ class _PaddedPacked(_rnn.PackedSequence):
     """A PackedSequence seen during capture: padded [T, B, *] data and the lengths.
 
     Only the substituted RNN modules and ``pad_packed_sequence`` read it; its
-    packed ``data`` / ``batch_sizes`` do not exist, so reading them raises."""
+    packed fields do not exist, so reading them, or returning it from the model
+    (which iterates over them), raises."""
 
     padded: torch.Tensor
     lengths: torch.Tensor
@@ -117,19 +118,21 @@ class _PaddedPacked(_rnn.PackedSequence):
         self.padded, self.lengths = padded, lengths
         return self
 
-    def _refuse(self) -> Any:
+    def _refuse(self, *_: Any) -> Any:
         raise CaptureError(
             "The model reads the packed data of a PackedSequence (.data / .batch_sizes / "
-            "the sorted indices), whose size depends on the lengths' values. pt2onnx "
-            "captures pack_padded_sequence -> nn.LSTM / nn.GRU / nn.RNN -> "
-            "pad_packed_sequence as one op. Next step: unpack with pad_packed_sequence "
-            "before using the outputs."
+            "the sorted indices) or returns a PackedSequence: its packed size depends on "
+            "the lengths' values. pt2onnx captures pack_padded_sequence -> nn.LSTM / "
+            "nn.GRU / nn.RNN -> pad_packed_sequence as one op. Next step: unpack with "
+            "pad_packed_sequence before using or returning the outputs."
         )
 
     data = property(_refuse)
     batch_sizes = property(_refuse)
     sorted_indices = property(_refuse)
     unsorted_indices = property(_refuse)
+    __iter__ = _refuse
+    __getitem__ = _refuse
 
 
 def _pack_padded_sequence(input: torch.Tensor, lengths: Any, batch_first: bool = False,
