@@ -256,3 +256,14 @@ def test_pack_sequence_of_a_list() -> None:
 
     example = (torch.randn(3, FEATURES), torch.randn(5, FEATURES), torch.randn(2, FEATURES))
     _check(FromList(), example, [tuple(torch.randn_like(t) for t in example)])
+
+
+@pytest.mark.slow
+def test_total_length_with_dynamic_steps() -> None:
+    # No guard may bound the steps below total_length (a batch as long as it is valid).
+    model = PackedRNN("LSTM", batch_first=True, total_length=12, bidirectional=True)
+    batch, steps = Dim("batch"), Dim("steps", max=12)
+    prog = _check(model, _inputs(model, [4, 6, 2], 6, False),
+                  [_inputs(model, [3, 9, 1, 2], 10, False), _inputs(model, [12, 5], 12, False)],
+                  dynamic_shapes={"x": {0: batch, 1: steps}, "lengths": {0: batch}})
+    assert not prog.report.dynamic_refinements

@@ -163,9 +163,10 @@ def _pad_packed_sequence(sequence: Any, batch_first: bool = False, padding_value
         torch._check(size <= steps)
     else:
         size = int(total_length)
-        if size > steps:
-            pad = out.new_zeros(size - steps, *out.shape[1:])
-            out = torch.cat([out, pad], 0)
+        if not isinstance(steps, int) or size > steps:
+            # Padding by total_length rows whatever the steps keeps a dynamic number
+            # of steps free of a guard (steps < total_length) that would bound it.
+            out = torch.cat([out, out.new_zeros(size, *out.shape[1:])], 0)
     out = out.narrow(0, 0, size)
     valid = torch.arange(size, device=out.device).unsqueeze(1) < lengths.to(out.device)
     valid = valid.reshape(*valid.shape, *([1] * (out.dim() - 2)))
