@@ -251,7 +251,7 @@ def test_pack_sequence_of_a_list() -> None:
 
         def forward(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> Any:
             packed = torch.nn.utils.rnn.pack_sequence([a, b, c], enforce_sorted=False)
-            out, h = self.rnn(packed)
+            out, h = self.rnn(packed.to(torch.float32).cpu())
             return pad_packed_sequence(out, batch_first=True), h
 
     example = (torch.randn(3, FEATURES), torch.randn(5, FEATURES), torch.randn(2, FEATURES))

@@ -127,6 +127,26 @@ class _PaddedPacked(_rnn.PackedSequence):
             "pad_packed_sequence before using or returning the outputs."
         )
 
+    def to(self, *args: Any, **kwargs: Any) -> _PaddedPacked:
+        """As PackedSequence.to: the padded data moves or converts, the lengths stay."""
+        return _PaddedPacked(self.padded.to(*args, **kwargs), self.lengths)
+
+    def cpu(self, *args: Any, **kwargs: Any) -> _PaddedPacked:
+        return _PaddedPacked(self.padded.cpu(*args, **kwargs), self.lengths)
+
+    def cuda(self, *args: Any, **kwargs: Any) -> _PaddedPacked:
+        return _PaddedPacked(self.padded.cuda(*args, **kwargs), self.lengths)
+
+    def float(self) -> _PaddedPacked:
+        return self.to(torch.float32)
+
+    def double(self) -> _PaddedPacked:
+        return self.to(torch.float64)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.padded.is_cuda
+
     data = property(_refuse)
     batch_sizes = property(_refuse)
     sorted_indices = property(_refuse)
