@@ -267,3 +267,38 @@ def test_total_length_with_dynamic_steps() -> None:
                   [_inputs(model, [3, 9, 1, 2], 10, False), _inputs(model, [12, 5], 12, False)],
                   dynamic_shapes={"x": {0: batch, 1: steps}, "lengths": {0: batch}})
     assert not prog.report.dynamic_refinements
+
+
+_FRESH_PROCESS = """
+import sys, torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+import pt2onnx
+assert "torch._dynamo" not in sys.modules
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(5, 7)
+    def forward(self, x, lengths):
+        out, h = self.rnn(pack_padded_sequence(x, lengths, enforce_sorted=False))
+        return pad_packed_sequence(out)[0], h
+pt2onnx.export(M().eval(), (torch.randn(4, 2, 5), torch.tensor([4, 2])))
+from torch._dynamo import trace_rules
+rules = trace_rules.get_torch_obj_rule_map()
+assert pack_padded_sequence in rules
+assert not any(getattr(k, "__module__", "") == "pt2onnx._packed_rnn" for k in rules)
+"""
+
+
+@pytest.mark.slow
+def test_dynamo_keeps_torchs_functions() -> None:
+    # Dynamo's table of torch functions, built once per process, must not be built
+    # while the substitutes are in place (the first capture may import Dynamo).
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -213,6 +213,21 @@ def _rnn_forward(module: torch.nn.RNNBase, packed: _PaddedPacked, hx: Any) -> An
     return (result, (h, c)) if module.mode == "LSTM" else (result, h)
 
 
+def _settle_dynamo_rules() -> None:
+    """Has Dynamo resolve its table of torch functions before any is swapped.
+
+    Dynamo builds that table (name -> function object, cached for the process) when it
+    is first imported, which torch.export may do during the capture: built then, it
+    would hold the substitutes instead of torch's functions for the rest of the
+    process."""
+    try:
+        from torch._dynamo import trace_rules
+
+        trace_rules.get_torch_obj_rule_map()
+    except (ImportError, AttributeError):  # pragma: no cover - a torch without the table
+        pass
+
+
 @contextlib.contextmanager
 def substitutions(notes: list[str]) -> Iterator[None]:
     """Swaps pack / unpack and the RNN modules' forward while a model is captured.
@@ -220,6 +235,7 @@ def substitutions(notes: list[str]) -> Iterator[None]:
     The functions are replaced wherever a loaded module holds them (a model that did
     ``from torch.nn.utils.rnn import pack_padded_sequence`` included)."""
     define_ops()
+    _settle_dynamo_rules()
     used: list[bool] = []
     swaps = {_PACK: _pack_padded_sequence, _PAD: _pad_packed_sequence,
              _PACK_SEQUENCE: _pack_sequence}
