@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from pt2onnx import _compat, _dynamic
+from pt2onnx import _compat, _dynamic, _packed_rnn
 from pt2onnx._trace import trace
 from pt2onnx.errors import CaptureError, InvalidInputError
 
@@ -105,15 +105,23 @@ def capture(
     if isinstance(model, torch.export.ExportedProgram):
         return CaptureResult(model, "given ExportedProgram")
     module = as_module(model)
-    with _no_leaked_fake_tensors(module):
+    notes: list[str] = []
+    # Only a model with an RNN module can pack sequences into one.
+    has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in module.modules())
+    packed = _packed_rnn.substitutions(notes) if has_rnn else contextlib.nullcontext()
+    with _no_leaked_fake_tensors(module), packed:
+        recorded: CaptureResult | str | None = None
         if record and dynamic_shapes is None and _record_enabled():
             recorded = _try_record(module, args, kwargs, has_rule or (lambda op: False))
-            if isinstance(recorded, CaptureResult):
-                return recorded
+        if isinstance(recorded, CaptureResult):
+            result = recorded
+        else:
             result = _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
-            result.fallbacks.insert(0, recorded)
-            return result
-        return _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
+            if recorded is not None:
+                result.fallbacks.insert(0, recorded)
+    if notes:  # pack -> RNN -> unpack became pt2onnx::packed_rnn
+        result.strategy += "; " + " ".join(dict.fromkeys(notes))
+    return result
 
 
 def _record_enabled() -> bool:

@@ -69,7 +69,7 @@ _ESCAPES = {
 _VALUE_OPS = {aten.is_nonzero.default, aten._local_scalar_dense.default}
 # Ops whose output shape comes from their inputs' values without the dynamic_output_shape
 # tag saying so.
-_SHAPE_FROM_VALUES = {aten._pack_padded_sequence.default}
+_SHAPE_FROM_VALUES = {"aten::_pack_padded_sequence", "pt2onnx::packed_rnn"}
 _MASK_INDEX_OPS = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default}
 
 
@@ -275,7 +275,7 @@ class _Dispatch(TorchDispatchMode):
                     "control flow)")
             # A value of a constant or a weight: the Python value is what the graph uses.
             return func(*args, **kwargs)
-        if tainted and func in _SHAPE_FROM_VALUES:
+        if tainted and func.name() in _SHAPE_FROM_VALUES:
             raise Unrecordable(f"{func}'s output shape depends on the inputs' values")
         if tainted and torch.Tag.dynamic_output_shape in tags and not (
                 func in _MASK_INDEX_OPS and not any(

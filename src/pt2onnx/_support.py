@@ -264,6 +264,12 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         "tensors are used on them; any other op on a complex tensor fails to export with its "
         "name.",
         "",
+        "Packed RNN sequences (`pack_padded_sequence` -> `nn.LSTM` / `nn.GRU` / `nn.RNN` -> "
+        "`pad_packed_sequence`) are captured as one op, `pt2onnx::packed_rnn`, translated to "
+        "ONNX LSTM / GRU / RNN with `sequence_lens` (a Loop of torch's cell for `proj_size` "
+        "and float64); float32 within 5e-7 of eager, float64 within 1e-15 (2-layer bidirectional, hidden 32, 20 steps). What is covered "
+        "and what is refused: docs/models.md, \"Packed RNN sequences\".",
+        "",
         "| op | supported | opsets | notes |",
         "|---|---|---|---|",
     ]

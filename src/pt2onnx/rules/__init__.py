@@ -27,6 +27,7 @@ from pt2onnx.rules import (  # noqa: F401
     polynomials,
     random,
     reduction,
+    rnn,
     scatter,
     shape,
     sorting,
