@@ -109,18 +109,19 @@ def capture(
     # Only a model with an RNN module can pack sequences into one.
     has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in module.modules())
     packed = _packed_rnn.substitutions(notes) if has_rnn else contextlib.nullcontext()
-    with _no_leaked_fake_tensors(module), packed:
+    with _no_leaked_fake_tensors(module):
         recorded: CaptureResult | str | None = None
         if record and dynamic_shapes is None and _record_enabled():
+            # A packed sequence is never recorded: its shapes come from the lengths.
             recorded = _try_record(module, args, kwargs, has_rule or (lambda op: False))
         if isinstance(recorded, CaptureResult):
-            result = recorded
-        else:
+            return recorded
+        with packed:
             result = _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
-            if recorded is not None:
-                result.fallbacks.insert(0, recorded)
+        if recorded is not None:
+            result.fallbacks.insert(0, recorded)
     if notes:  # pack -> RNN -> unpack became pt2onnx::packed_rnn
-        result.strategy += "; " + " ".join(dict.fromkeys(notes))
+        result.strategy += "; " + " ".join(notes)
     return result
 
 
