@@ -112,6 +112,17 @@ def test_dict_subclass_output_is_captured_by_torch_export():
     _assert_runs_like_eager(prog, ReturnsSubclass(), (torch.randn(2, 3), torch.randn(2, 3)))
 
 
+class Features(OrderedDict):
+    pass
+
+
+def test_dict_subclass_input():
+    model = KeyIn()
+    prog = pt2onnx.export(model, (Features(test_key_in=torch.randn(3)),))
+    assert _names(prog.model.graph.inputs) == ["x_in_test_key_in"]
+    assert prog.verify().ok
+
+
 class KeyIn(torch.nn.Module):
     def forward(self, x_in):
         return {"test_key_out": x_in["test_key_in"] + 2.0}

@@ -78,6 +78,7 @@ class OnnxProgram:
         self._extra_outputs = 0
         self._sym_names: dict[Any, Any] = {}  # torch's symbols -> the user's dim names
         self._traced = False  # a make_fx trace is specialised to the example's sizes
+        self._call_model: Any = module  # whose signature reads a trailing dict of kwargs
 
     def __repr__(self) -> str:
         g = self.model.graph
@@ -120,9 +121,9 @@ class OnnxProgram:
     def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]
                ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """A trailing dict of keyword inputs, read as export read it (torch.onnx's form)."""
-        if self._module is None:
+        if self._call_model is None:
             return args, kwargs
-        args, split = _capture.split_trailing_kwargs(self._module, tuple(args), kwargs)
+        args, split = _capture.split_trailing_kwargs(self._call_model, tuple(args), kwargs)
         return args, split or {}
 
     def _flat_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray]:
@@ -337,6 +338,7 @@ def _export(
     args, kwargs = _capture.check_args(args, kwargs)
     args, kwargs = _capture.split_trailing_kwargs(model, args, kwargs)
     kwargs = kwargs or {}
+    _capture.register_mappings((args, kwargs))  # dict subclasses among the inputs
     _check_leaves(args, kwargs)
     to_file_object = f is not None and hasattr(f, "write")
     if to_file_object:
@@ -454,6 +456,7 @@ def _export(
     prog._program, prog._fx_values = program, translator.fx_values
     prog._example, prog._extra_outputs = (args, kwargs), len(translator.extra_outputs)
     prog._sym_names, prog._traced = translator.sym_names, captured.traced
+    prog._call_model = model
     if to_file_object:
         with rep.stage("save"):
             f.write(prog.model_proto.SerializeToString())

@@ -78,13 +78,14 @@ def split_trailing_kwargs(
     ``kwargs`` were given, and forward cannot take the dict positionally, or the dict
     is empty, or each of its keys names a parameter the other arguments leave free.
     """
-    if kwargs or not args or type(args[-1]) is not dict:
+    if kwargs or not args or type(args[-1]) is not dict or isinstance(
+            model, torch.export.ExportedProgram):
         return args, kwargs
     import inspect
 
+    if isinstance(model, _CallableModule):
+        model = model.fn
     forward = model.forward if isinstance(model, torch.nn.Module) else model
-    if isinstance(model, torch.export.ExportedProgram):
-        forward = model.module().forward
     try:
         signature = inspect.signature(forward)
     except (TypeError, ValueError):
@@ -408,27 +409,30 @@ def _register_mapping_outputs(
         return False
     import copy
 
-    import torch.utils._pytree as pytree
-
     try:
         with torch.no_grad():
             out = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
     except Exception:
         return False
+    return register_mappings(out)
+
+
+def register_mappings(tree: Any) -> bool:
+    """Registers each dict subclass in ``tree`` that pytree does not know as a node
+    flattened like a dict (named by its keys); whether any was new."""
+    import torch.utils._pytree as pytree
+
     found: list[type] = []
 
     def walk(value: Any) -> None:
         cls = type(value)
-        if isinstance(value, dict) and cls not in pytree.SUPPORTED_NODES:
-            if cls not in found:
-                found.append(cls)
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, (list, tuple, dict)):
+        if isinstance(value, dict) and cls not in pytree.SUPPORTED_NODES and cls not in found:
+            found.append(cls)
+        if isinstance(value, (list, tuple, dict)):
             for v in (value.values() if isinstance(value, dict) else value):
                 walk(v)
 
-    walk(out)
+    walk(tree)
     for cls in found:
         _register_node(cls, _flatten_mapping, partial(_unflatten_mapping, cls))
     return bool(found)
