@@ -29,6 +29,7 @@ from pt2onnx.report import ExportReport
 from pt2onnx.verify import (
     VerificationResult,
     compare,
+    flatten_outputs,
     flatten_tensors,
     require_onnxruntime,
     to_numpy,
@@ -83,6 +84,7 @@ class OnnxProgram:
         self._extra_outputs = 0
         self._sym_names: dict[Any, Any] = {}  # torch's symbols -> the user's dim names
         self._traced = False  # a make_fx trace is specialised to the example's sizes
+        self._call_model: Any = module  # whose signature reads a trailing dict of kwargs
 
     def __repr__(self) -> str:
         g = self.model.graph
@@ -122,7 +124,16 @@ class OnnxProgram:
         return written
 
     # -- running ------------------------------------------------------
+    def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+               ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A trailing dict of keyword inputs, read as export read it (torch.onnx's form)."""
+        if self._call_model is None:
+            return args, kwargs
+        args, split = _capture.split_trailing_kwargs(self._call_model, tuple(args), kwargs)
+        return args, split or {}
+
     def _flat_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray]:
+        args, kwargs = self._split(args, kwargs)
         ordered = {k: kwargs[k] for k in self._kwarg_order if k in kwargs}
         ordered.update({k: v for k, v in kwargs.items() if k not in ordered})
         tensors = flatten_tensors((args, ordered))
@@ -168,10 +179,11 @@ class OnnxProgram:
         outputs come from eager PyTorch (onnxruntime when there is no eager model)."""
         if not args and not kwargs:
             args, kwargs = self._example
+        args, kwargs = self._split(args, kwargs)
         arrays = [a.copy() for a in self._flat_inputs(args, kwargs)]
         if self._module is not None and not self._extra_outputs:
             with torch.no_grad():
-                outputs = [to_numpy(t) for t in flatten_tensors(self._module(*args, **kwargs))]
+                outputs = [to_numpy(t) for t in flatten_outputs(self._module(*args, **kwargs))]
         else:
             outputs = self._run_flat(arrays)
         return debug.save_testcase(self.model, directory, arrays, outputs)
@@ -222,11 +234,12 @@ class OnnxProgram:
         bisect: bool, sizes: str = "",
     ) -> VerificationResult:
         assert self._module is not None
+        args, kwargs = self._split(args, kwargs)
         # Snapshot the inputs first: eager models may update them in place
         # (a transformers cache grows by the new keys and values).
         arrays = [a.copy() for a in self._flat_inputs(args, kwargs)]
         with torch.no_grad():
-            expected = flatten_tensors(self._module(*args, **kwargs))
+            expected = flatten_outputs(self._module(*args, **kwargs))
         actual = self._run_flat(arrays)
         if self._extra_outputs:  # pt2onnx.as_output values come after the model's outputs
             actual = actual[: len(actual) - self._extra_outputs]
@@ -301,7 +314,7 @@ def export(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with _legacy.training_mode(model, legacy.training):
+        with _legacy.training_mode(model, legacy.training), _compat.uint8_index_masks():
             prog = _export(
                 model, args, f, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
                 input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes,
@@ -329,6 +342,9 @@ def _export(
     legacy = legacy or _legacy.Options()
     target_opset = _check_opset(opset)
     args, kwargs = _capture.check_args(args, kwargs)
+    args, kwargs = _capture.split_trailing_kwargs(model, args, kwargs)
+    kwargs = kwargs or {}
+    _capture.register_mappings((args, kwargs))  # dict subclasses among the inputs
     _check_leaves(args, kwargs)
     to_file_object = f is not None and hasattr(f, "write")
     if to_file_object:
@@ -478,6 +494,7 @@ def _export(
     prog._program, prog._fx_values = program, translator.fx_values
     prog._example, prog._extra_outputs = (args, kwargs), len(translator.extra_outputs)
     prog._sym_names, prog._traced = translator.sym_names, captured.traced
+    prog._call_model = model
     if to_file_object:
         with rep.stage("save"):
             f.write(prog.model_proto.SerializeToString())

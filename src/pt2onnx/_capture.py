@@ -68,6 +68,51 @@ def check_args(args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]
     return args, kwargs
 
 
+def split_trailing_kwargs(
+    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
+) -> tuple[tuple[Any, ...], dict[str, Any] | None]:
+    """torch.onnx's convention: a dict at the end of ``args`` holds keyword inputs.
+
+    torch.onnx.export reads ``args=(x, {"mask": m})`` as ``forward(x, mask=m)`` (and
+    ``(x, {})`` as ``forward(x)``: its way to pass a dict positionally is to add an
+    empty dict after it). pt2onnx reads ``args`` as positional inputs, as
+    torch.export does, and follows torch.onnx only where the call says so: no
+    ``kwargs`` were given, and forward cannot take the dict positionally, or the dict
+    is empty, or each of its keys names a parameter the other arguments leave free.
+    """
+    if kwargs or not args or type(args[-1]) is not dict or isinstance(
+            model, torch.export.ExportedProgram):
+        return args, kwargs
+    import inspect
+
+    if isinstance(model, _CallableModule):
+        model = model.fn
+    forward = model.forward if isinstance(model, torch.nn.Module) else model
+    try:
+        signature = inspect.signature(forward)
+    except (TypeError, ValueError):
+        return args, kwargs
+    head, last = args[:-1], args[-1]
+
+    def binds(*a: Any, **k: Any) -> bool:
+        try:
+            signature.bind(*a, **k)
+        except TypeError:
+            return False
+        return True
+
+    if not all(isinstance(k, str) for k in last) or not binds(*head, **last):
+        return args, kwargs
+    if not binds(*args) or not last:
+        return head, dict(last)
+    free = set(signature.parameters) - set(signature.bind_partial(*head).arguments)
+    named = {n for n, p in signature.parameters.items()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if set(last) <= free & named:
+        return head, dict(last)
+    return args, kwargs
+
+
 def as_module(model: Any) -> torch.nn.Module:
     if isinstance(model, torch.nn.Module):
         return model
@@ -226,7 +271,9 @@ def _capture_module(
     register_output_containers()
     dynamic_shapes = _complete_dynamic_shapes(module, args, kwargs, dynamic_shapes)
     errors: list[str] = []
-    for strict in (False, True):
+    for strict in (False, False, True):
+        if errors and not strict and not _register_mapping_outputs(module, args, kwargs, errors):
+            continue  # the second non-strict try is for a model returning a dict subclass
         try:
             if dynamic_shapes is None:
                 ep = _compat.export(module, args, kwargs, None, strict=strict)
@@ -323,8 +370,10 @@ def _is_data_dependent(exc: BaseException) -> bool:
 def _complete_dynamic_shapes(
     module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any
 ) -> Any:
-    """A dict spec may leave out inputs that are static (use_cache=False and the like)."""
-    if not isinstance(dynamic_shapes, dict):
+    """A dict spec may leave out inputs that are static (use_cache=False and the like),
+    and, inside a dict, list or tuple input, static entries: None (or a missing key)
+    there stands for the whole entry, as torch.export itself does not accept."""
+    if not isinstance(dynamic_shapes, (dict, tuple, list)):
         return dynamic_shapes
     import inspect
 
@@ -332,6 +381,11 @@ def _complete_dynamic_shapes(
         bound = inspect.signature(module.forward).bind(*args, **kwargs)
     except (TypeError, ValueError):
         return dynamic_shapes
+    if not isinstance(dynamic_shapes, dict):
+        values = list(bound.arguments.values())
+        if len(values) != len(dynamic_shapes):
+            return dynamic_shapes
+        return type(dynamic_shapes)(_fill_spec(v, s) for v, s in zip(values, dynamic_shapes))
     unknown = [k for k in dynamic_shapes if k not in bound.arguments]
     if unknown:
         raise InvalidInputError(
@@ -339,7 +393,23 @@ def _complete_dynamic_shapes(
             f"{list(bound.arguments)}. Next step: key dynamic_shapes by the argument names "
             "of forward, or pass a tuple in argument order."
         )
-    return {k: dynamic_shapes.get(k) for k in bound.arguments}
+    return {k: _fill_spec(v, dynamic_shapes.get(k)) for k, v in bound.arguments.items()}
+
+
+def _fill_spec(value: Any, spec: Any) -> Any:
+    """``spec`` with the structure of a dict, list or tuple ``value``: a None or missing
+    entry becomes that entry's structure of Nones (all static)."""
+    if type(value) is dict:
+        if spec is None:
+            return {k: _fill_spec(v, None) for k, v in value.items()}
+        if isinstance(spec, dict) and set(spec) <= set(value):
+            return {k: _fill_spec(v, spec.get(k)) for k, v in value.items()}
+    elif type(value) in (list, tuple):
+        if spec is None:
+            return type(value)(_fill_spec(v, None) for v in value)
+        if isinstance(spec, (list, tuple)) and len(spec) == len(value):
+            return type(spec)(_fill_spec(v, s) for v, s in zip(value, spec))
+    return spec
 
 
 def user_dim_names(
@@ -394,6 +464,59 @@ def _walk_spec(value: Any, spec: Any, out: dict[int, dict[int, str]]) -> None:
         if len(leaves) == len(spec):
             for v, s in zip(leaves, spec):
                 _walk_spec(v, s, out)
+
+
+def _register_mapping_outputs(
+    module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], errors: list[str],
+) -> bool:
+    """After torch.export refused an output type, registers the dict subclasses the
+    model returns (``class Output(OrderedDict)``, as torch.onnx accepted) as pytree
+    nodes named by their keys; whether any was registered (then capture is retried)."""
+    if not errors or "which is not a known type" not in errors[-1]:
+        return False
+    import copy
+
+    try:
+        with torch.no_grad():
+            out = module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    except Exception:
+        return False
+    return register_mappings(out)
+
+
+def register_mappings(tree: Any) -> bool:
+    """Registers each dict subclass in ``tree`` that pytree does not know as a node
+    flattened like a dict (named by its keys); whether any was new."""
+    import torch.utils._pytree as pytree
+
+    found: list[type] = []
+
+    def walk(value: Any) -> None:
+        cls = type(value)
+        if isinstance(value, dict) and cls not in pytree.SUPPORTED_NODES and cls not in found:
+            found.append(cls)
+        if isinstance(value, (list, tuple, dict)):
+            for v in (value.values() if isinstance(value, dict) else value):
+                walk(v)
+
+    walk(tree)
+    for cls in found:
+        _register_node(cls, _flatten_mapping, partial(_unflatten_mapping, cls))
+    return bool(found)
+
+
+def _flatten_mapping(d: Any) -> tuple[list[tuple[Any, Any]], list[Any]]:
+    import torch.utils._pytree as pytree
+
+    return [(pytree.MappingKey(k), v) for k, v in d.items()], list(d.keys())
+
+
+def _unflatten_mapping(cls: type, values: Any, keys: list[Any]) -> Any:
+    items = dict(zip(keys, values, strict=True))
+    try:
+        return cls(items)
+    except Exception:  # a constructor that takes no mapping: the plain dict is as good
+        return items
 
 
 def register_output_containers() -> None:

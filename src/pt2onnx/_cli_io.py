@@ -120,8 +120,16 @@ def load_model_and_inputs(args: Any) -> tuple[Any, tuple[Any, ...], list[str]]:
             f"{args.model} needs example inputs: --input x:1x3x224x224:float32, "
             "--inputs-factory module:fn or --inputs file.pt"
         )
-    if not names:
+    if not names and all(isinstance(t, torch.Tensor) for t in inputs):
         names = _forward_names(model, len(inputs))
+    elif not names:
+        # Dict, list or tuple inputs: one name per tensor inside, as export names them
+        # (batch_input_ids for batch["input_ids"]).
+        from pt2onnx import _capture, _dynamic
+
+        args, kwargs = _capture.split_trailing_kwargs(model, inputs, None)
+        bound = _dynamic.bound_inputs(model, args, kwargs or {})
+        names = [name for name, _ in _dynamic.tensor_leaves(bound)]
     return model, inputs, names
 
 
@@ -191,17 +199,27 @@ def progress(quiet: bool = False) -> Iterator[None]:
 def verify_file(path: Path, model: torch.nn.Module, inputs: tuple[Any, ...],
                 atol: float, rtol: float) -> Any:
     """Runs an .onnx file in onnxruntime against the eager model on ``inputs``."""
-    from pt2onnx.verify import compare, flatten_tensors, require_onnxruntime, to_numpy
+    from pt2onnx.verify import (
+        compare,
+        flatten_outputs,
+        flatten_tensors,
+        require_onnxruntime,
+        to_numpy,
+    )
 
     if not path.is_file():
         raise UsageError(f"no such file: {path}")
     ort = require_onnxruntime()
+    from pt2onnx._capture import split_trailing_kwargs
+
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    arrays = [to_numpy(t).copy() for t in flatten_tensors(inputs)]
+    args, kwargs = split_trailing_kwargs(model, inputs, None)
+    kwargs = kwargs or {}
+    arrays = [to_numpy(t).copy() for t in flatten_tensors((args, kwargs))]
     feeds = dict(zip([i.name for i in session.get_inputs()], arrays))
     actual = session.run(None, feeds)
     with torch.no_grad():
-        expected = flatten_tensors(model(*inputs))
+        expected = flatten_outputs(model(*args, **kwargs))
     names = [o.name for o in session.get_outputs()][: len(expected)]
     return compare(names, expected, actual[: len(expected)], atol, rtol)
 

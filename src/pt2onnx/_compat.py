@@ -276,3 +276,36 @@ def linear_cross_entropy_ops() -> tuple[Any, Any] | None:
                 ns._linear_cross_entropy_batch_chunked_no_reduction.default)
     except (ImportError, AttributeError, RuntimeError):
         return None
+
+
+def uint8_index_masks() -> Any:
+    """A context in which FakeTensor (so torch.export) accepts a uint8 mask as an index.
+
+    Eager treats a uint8 index as a boolean mask (with a deprecation warning), but
+    torch's meta kernel for ``aten.index.Tensor`` (``meta_index_Tensor``, which
+    FakeTensor imports at each call; torch 2.12 through 2.15) checks for int8 instead,
+    so ``x[mask_u8]`` fails to capture. Inside the context the kernel sees the mask as
+    bool, which gives eager's shapes; the graph keeps the uint8 mask, which the
+    ``index`` rule reads as a mask. Without that function this is a no-op.
+    """
+    import contextlib
+
+    meta = getattr(torch, "_meta_registrations", None)
+    original = getattr(meta, "meta_index_Tensor", None)
+    if original is None:
+        return contextlib.nullcontext()
+
+    def index_meta(self: Any, indices: Any) -> Any:
+        masks = [i.bool() if isinstance(i, torch.Tensor) and i.dtype == torch.uint8 else i
+                 for i in indices]
+        return original(self, masks)
+
+    @contextlib.contextmanager
+    def patched() -> Any:
+        meta.meta_index_Tensor = index_meta  # type: ignore[union-attr]
+        try:
+            yield
+        finally:
+            meta.meta_index_Tensor = original  # type: ignore[union-attr]
+
+    return patched()

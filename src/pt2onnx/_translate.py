@@ -85,7 +85,9 @@ class Translator:
         self.warnings: list[str] = []
         self._names: set[str] = set()
         self._source_cache: dict[Any, Source] = {}
-        self._const_values: dict[int, ir.Value] = {}
+        # id(Const) -> (the Const, its value): the entry keeps the Const alive, so that
+        # a temporary Const's id is never reused by another one.
+        self._const_values: dict[int, tuple[Const, ir.Value]] = {}
         # User-facing names of symbolic dims: sympy symbol -> sympy symbol named by the user.
         self._dim_names = dim_names or []
         self.sym_names: dict[Any, Any] = {}
@@ -442,14 +444,14 @@ class Translator:
 
     def _as_value(self, a: Any) -> ir.Value:
         if isinstance(a, Const):
-            cached = self._const_values.get(id(a))
-            if cached is None:
+            entry = self._const_values.get(id(a))
+            if entry is None:
                 name = self._unique(a.name) if a.name else None
-                cached = self.g.tensor_initializer(a.tensor, name)
+                value = self.g.tensor_initializer(a.tensor, name)
                 if name:
-                    self._names.add(cached.name or "")
-                self._const_values[id(a)] = cached
-            return cached
+                    self._names.add(value.name or "")
+                entry = self._const_values[id(a)] = (a, value)
+            return entry[1]
         if isinstance(a, torch.Tensor):
             return self._as_value(Const(a))
         return self.g.const(a)

@@ -116,6 +116,15 @@ def flatten_tensors(tree: Any) -> list[torch.Tensor]:
     return [x for x in leaves if isinstance(x, torch.Tensor)]
 
 
+def flatten_outputs(tree: Any) -> list[torch.Tensor]:
+    """A model's outputs as the ONNX graph lists them: the tensor leaves of a (nested)
+    output in pytree order (dicts by key, in insertion order), with a returned Python
+    number as a 0-d tensor (the graph has a constant output for it) and None skipped."""
+    leaves = pytree.tree_leaves(tree)
+    return [x if isinstance(x, torch.Tensor) else torch.tensor(x) for x in leaves
+            if isinstance(x, (torch.Tensor, bool, int, float))]
+
+
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     """t as onnxruntime feeds and returns it: a complex tensor as ``view_as_real(t)``."""
     t = t.detach().cpu()

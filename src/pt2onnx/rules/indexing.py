@@ -9,7 +9,7 @@ import torch
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten, axes, normalize_dim, rank, static_dims
+from pt2onnx.rules._common import aten, axes, normalize_dim, rank, shape_list, static_dims
 
 
 @translation(aten.embedding.default)
@@ -72,14 +72,16 @@ def gather(g: RuleContext, x: ir.Value, dim: int, index: ir.Value,
 
 
 def expand_bool_indices(g: RuleContext, indices: list[ir.Value | None]) -> list[ir.Value | None]:
-    """A k-D boolean mask is the k int64 index tensors of its nonzero positions."""
+    """A k-D boolean mask is the k int64 index tensors of its nonzero positions.
+
+    A uint8 index is a mask too, as in eager (which warns that it is deprecated)."""
     out: list[ir.Value | None] = []
     for idx in indices:
-        if idx is None or idx.dtype != ir.DataType.BOOL:
+        if idx is None or idx.dtype not in (ir.DataType.BOOL, ir.DataType.UINT8):
             out.append(idx)
             continue
         k = rank(idx)
-        positions = g.op.NonZero(idx)  # shape [k, n]
+        positions = g.op.NonZero(idx)  # shape [k, n]; NonZero takes uint8 as it is
         for j in range(k):
             col = g.op.Gather(positions, g.const(j), axis=0)
             col.dtype, col.shape = ir.DataType.INT64, ir.Shape([None])
@@ -96,73 +98,107 @@ def _stack_indices(g: RuleContext, idx: list[ir.Value]) -> tuple[ir.Value, ir.Va
     shape: ir.Value | None
     if len(shapes) == len(idx):
         broadcast = tuple(torch.broadcast_shapes(*[tuple(sh) for sh in shapes]))
-        shape = g.const(list(broadcast))
+        shape = g.const(list(broadcast), ir.DataType.INT64)
         same = all(tuple(sh) == broadcast for sh in shapes)
     else:
         shape = None
         for t in idx:
             s = g.op.Shape(t)
             shape = s if shape is None else g.op.Shape(g.op.Expand(g.op.Expand(g.const(0), shape), s))
-        same = False
+        same = len(idx) == 1
     parts = [g.op.Unsqueeze(t if same else g.op.Expand(t, shape), axes(g, -1)) for t in idx]
     stacked = parts[0] if len(parts) == 1 else g.op.Concat(*parts, axis=-1)
     return stacked, shape  # type: ignore[return-value]
 
 
+def _dims_of(g: RuleContext, x: ir.Value, dims: list[int]) -> ir.Value:
+    """x's sizes at ``dims`` as a 1-D int64 value (a constant when they are static)."""
+    known = shape_list(x) if x.shape is not None else None
+    if known is not None and all(isinstance(known[d], int) for d in dims):
+        return g.const([int(known[d]) for d in dims], ir.DataType.INT64)
+    return g.op.Gather(g.op.Shape(x), g.const(dims, ir.DataType.INT64), axis=0)
+
+
+class _Advanced:
+    """Advanced indexing moved to the front: ``moved = x`` transposed so that the indexed
+    dims come first, and ``where`` (shape B + [k]) the broadcast, wrapped indices into
+    them. ``moved[where]`` (GatherND / ScatterND) has shape B + the other dims.
+
+    torch lays the result out as B + the other dims when the indexed dims are separated
+    (by a slice or None), and keeps B in their place when they are consecutive."""
+
+    def __init__(self, g: RuleContext, x: ir.Value, indices: list[ir.Value | None]) -> None:
+        indices = expand_bool_indices(g, indices)
+        r = rank(x)
+        self.present = [i for i, idx in enumerate(indices) if idx is not None]
+        self.rest = [d for d in range(r) if d not in self.present]
+        self.perm = self.present + self.rest
+        self.moved = x if self.perm == list(range(r)) else g.op.Transpose(x, perm=self.perm)
+        idx = [g.cast(indices[i], ir.DataType.INT64) for i in self.present]  # type: ignore[arg-type]
+        self.b_rank = max(rank(t) for t in idx)
+        stacked, self.b_shape = _stack_indices(g, idx)
+        # Negative indices wrap as in torch.
+        sizes = _dims_of(g, x, self.present)
+        self.where = g.op.Where(g.op.Less(stacked, g.const(0)), g.op.Add(stacked, sizes), stacked)
+        first = self.present[0]
+        consecutive = self.present == list(range(first, self.present[-1] + 1))
+        # Where B sits in torch's layout of x[indices]: at the first indexed dim when the
+        # indexed dims are consecutive, else in front.
+        self.b_at = first if consecutive else 0
+
+    def to_torch_layout(self, g: RuleContext, v: ir.Value) -> ir.Value:
+        """B + other dims -> torch's layout of x[indices]."""
+        if self.b_at == 0:
+            return v
+        b, k = self.b_rank, self.b_at
+        n = b + len(self.rest)
+        return g.op.Transpose(v, perm=list(range(b, b + k)) + list(range(b)) + list(range(b + k, n)))
+
+    def from_torch_layout(self, g: RuleContext, v: ir.Value) -> ir.Value:
+        """torch's layout of x[indices] -> B + other dims."""
+        if self.b_at == 0:
+            return v
+        b, k = self.b_rank, self.b_at
+        n = b + len(self.rest)
+        return g.op.Transpose(v, perm=list(range(k, k + b)) + list(range(k)) + list(range(k + b, n)))
+
+    def torch_shape(self, g: RuleContext, x: ir.Value) -> ir.Value:
+        """The shape of x[indices] in torch's layout, as a 1-D int64 value."""
+        before, after = self.rest[: self.b_at], self.rest[self.b_at:]
+        parts = ([_dims_of(g, x, before)] if before else []) + [self.b_shape] + (
+            [_dims_of(g, x, after)] if after else [])
+        return parts[0] if len(parts) == 1 else g.op.Concat(*parts, axis=0)
+
+
 @translation(aten.index.Tensor)
 def index(g: RuleContext, x: ir.Value, indices: list[ir.Value | None]) -> ir.Value:
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
-    indices = expand_bool_indices(g, indices)
-    present = [i for i, idx in enumerate(indices) if idx is not None]
-    if len(present) == 1:
-        i = present[0]
-        return g.op.Gather(x, indices[i], axis=i)
-    r = rank(x)
-    indices_input_shape = x.shape
-    consecutive = present == list(range(present[0], present[-1] + 1))
-    # Move the indexed dims to the front, gather them together with GatherND.
-    rest = [d for d in range(r) if d not in present]
-    perm = present + rest
-    if perm != list(range(r)):
-        x = g.op.Transpose(x, perm=perm)
-    idx = [g.cast(indices[i], ir.DataType.INT64) for i in present]  # type: ignore[arg-type]
-    stacked, _ = _stack_indices(g, idx)
-    # Negative indices wrap like in torch.
-    in_shape = list(x_shape) if (x_shape := indices_input_shape) is not None else None
-    indexed = [in_shape[i] for i in present] if in_shape is not None else None
-    if indexed is not None and all(isinstance(d, int) for d in indexed):
-        dims = g.const(indexed)
-    else:
-        dims = g.op.Gather(g.op.Shape(x), g.const(list(range(len(present)))))
-    stacked = g.op.Where(g.op.Less(stacked, g.const(0)), g.op.Add(stacked, dims), stacked)
-    out = g.op.GatherND(x, stacked)
-    if consecutive and present[0] > 0:
-        # torch puts the broadcast dims where the indexed dims were.
-        b = len(g.shape) - len(rest)
-        out_rank = len(g.shape)
-        k = present[0]
-        perm_out = list(range(b, b + k)) + list(range(b)) + list(range(b + k, out_rank))
-        out = g.op.Transpose(out, perm=perm_out)
-    return out
+    present = [(i, idx) for i, idx in enumerate(indices) if idx is not None]
+    if len(present) == 1 and present[0][1].dtype in (ir.DataType.INT64, ir.DataType.INT32):
+        i, idx = present[0]
+        return g.op.Gather(x, idx, axis=i)  # B in place of dim i, as torch
+    adv = _Advanced(g, x, indices)
+    return adv.to_torch_layout(g, g.op.GatherND(adv.moved, adv.where))
 
 
 @translation(aten.index_put.default)
 def index_put(g: RuleContext, x: ir.Value, indices: list[ir.Value | None], values: ir.Value,
               accumulate: bool = False) -> ir.Value:
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor"""
-    indices = expand_bool_indices(g, indices)
-    present = [i for i, idx in enumerate(indices) if idx is not None]
-    if present != list(range(len(present))):
-        raise NotImplementedError("index_put with leading None indices")
-    idx = [g.cast(indices[i], ir.DataType.INT64) for i in present]  # type: ignore[arg-type]
-    if any(t.dtype == ir.DataType.BOOL for t in idx):
-        raise NotImplementedError("index_put with a boolean mask")
-    stacked, shape = _stack_indices(g, idx)
-    # values broadcast to index_shape + the trailing, not indexed dims.
-    trailing = g.op.Slice(g.op.Shape(x), g.const([len(present)]), g.const([2**62]))
-    upd_shape = g.op.Concat(shape, trailing, axis=0)
-    updates = g.op.Expand(g.cast(values, g.dtype), upd_shape)
-    return g.op.ScatterND(x, stacked, updates, reduction="add" if accumulate else None)
+    adv = _Advanced(g, x, indices)
+    # values broadcast to x[indices] (torch's layout), then go to B + the other dims.
+    values = g.cast(values, g.dtype)
+    want = adv.b_rank + len(adv.rest)
+    if rank(values) > want:  # leading 1s beyond x[indices]'s rank, which torch drops
+        n = rank(values)
+        values = g.op.Reshape(values, g.op.Slice(g.op.Shape(values), g.const([n - want]),
+                                                 g.const([n])))
+    updates = adv.from_torch_layout(g, g.op.Expand(values, adv.torch_shape(g, x)))
+    out = g.op.ScatterND(adv.moved, adv.where, updates, reduction="add" if accumulate else None)
+    if adv.perm == list(range(len(adv.perm))):
+        return out
+    inverse = [adv.perm.index(d) for d in range(len(adv.perm))]
+    return g.op.Transpose(out, perm=inverse)
 
 
 def _bag_ids(g: RuleContext, offsets: ir.Value, n: ir.Value, bags: int) -> ir.Value:
