@@ -8,6 +8,7 @@ import warnings
 from collections import OrderedDict
 
 import numpy as np
+import pytest
 import torch
 from torch.export import Dim
 
@@ -102,10 +103,14 @@ class ReturnsSubclass(torch.nn.Module):
         return Output(tensor_out=a * 2, tuple_out=(a + b, b), list_out=[b - 1])
 
 
-def test_dict_subclass_output_is_captured_by_torch_export():
+@pytest.mark.parametrize("capture", ["export", "recorded"])  # export first: it registers
+def test_dict_subclass_output_is_captured(capture, monkeypatch):
+    if capture == "export":
+        monkeypatch.setenv("PT2ONNX_CAPTURE", "export")
     a, b = torch.randn(2, 3), torch.randn(2, 3)
     prog = pt2onnx.export(ReturnsSubclass(), (a, b))
-    assert prog.report.capture_strategy.startswith("torch.export")
+    assert prog.report.capture_strategy.startswith(
+        "torch.export" if capture == "export" else "recorded")
     assert _names(prog.model.graph.outputs) == [
         "tensor_out", "tuple_out_0", "tuple_out_1", "list_out_0"]
     assert prog.verify().ok

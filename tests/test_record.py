@@ -130,7 +130,7 @@ def test_model_state_is_left_as_it_was():
 
 def test_environment_variable_turns_the_recording_off(monkeypatch):
     monkeypatch.setenv("PT2ONNX_CAPTURE", "export")
-    prog, strategy = _export(Block().eval(), torch.randn(5, 8))
+    _, strategy = _export(Block().eval(), torch.randn(5, 8))
     assert strategy.startswith("torch.export")
 
 

@@ -422,7 +422,14 @@ def record(
     with torch.no_grad(), substitutions(notes), _module_paths(rec, module), \
             _Functions(rec), _Dispatch(rec):
         out = _run(module, args, kwargs)
+    from pt2onnx._capture import register_mappings
+
+    register_mappings(out)  # dict subclasses (class Output(OrderedDict)) are named by key
     leaves, out_spec = pytree.tree_flatten(out)
+    for leaf in leaves:
+        if not isinstance(leaf, (torch.Tensor, int, float, bool, str, type(None))):
+            raise Unrecordable(f"the model returns a {type(leaf).__name__}, which is not a "
+                               "tensor or a known container of tensors")
     outputs: list[Any] = []
     output_specs = []
     for leaf in leaves:
