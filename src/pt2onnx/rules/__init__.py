@@ -7,6 +7,7 @@ from pt2onnx.rules import (  # noqa: F401
     attention,
     backward,
     bessel,
+    bitshift,
     complex,
     composite,
     control_flow,
