@@ -21,6 +21,7 @@ from pt2onnx.rules import (  # noqa: F401
     fft,
     histogram,
     indexing,
+    legacy_ops,
     linalg,
     linalg_solve,
     nn,
