@@ -29,13 +29,16 @@ def batch_norm_inference(g: RuleContext, x: ir.Value, weight: ir.Value | None,
                          bias: ir.Value | None, running_mean: ir.Value, running_var: ir.Value,
                          momentum: float, eps: float) -> tuple[Any, ...]:
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    c = _channels(x)
     dtype = x.dtype
     assert dtype is not None
     # Inference mode saves no statistics: torch returns two empty tensors.
     stats = tuple(_zeros(g, 0, dtype) if isinstance(g.meta, (tuple, list)) and g.output_used(i)
                   else None
                   for i in (1, 2))
+    if rank(x) < 2:
+        # torch takes a 1-D input (no channel dim) only when it is empty: so is the output.
+        return g.op.Identity(x), *stats
+    c = _channels(x)
     fused = _fold_into_conv(g, x, weight, bias, running_mean, running_var, eps)
     if fused is not None:
         return fused, *stats
