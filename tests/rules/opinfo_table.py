@@ -572,7 +572,7 @@ CASES: list[OpCase] = [
     case("nn.functional.feature_alpha_dropout.without_train", f32),
     case("nn.functional.gelu", f32, f16),
     case("nn.functional.glu", f32),
-    case("nn.functional.grid_sample", f32, xfails=(xfail("5-D inputs (grid_sampler_3d): GridSample takes 5-D inputs from opset 20", opsets=17, group="rest"),)),
+    case("nn.functional.grid_sample", f32),
     case("nn.functional.group_norm", f32),
     case("nn.functional.hardshrink", f32),
     case("nn.functional.hardsigmoid", f32),

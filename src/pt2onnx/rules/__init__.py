@@ -19,6 +19,7 @@ from pt2onnx.rules import (  # noqa: F401
     distance,
     elementwise,
     fft,
+    grid_sample,
     histogram,
     indexing,
     legacy_ops,

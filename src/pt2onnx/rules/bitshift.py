@@ -22,7 +22,6 @@ import onnx_ir as ir
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
-from pt2onnx.errors import UnsupportedOperatorError
 from pt2onnx.rules._common import aten, operand
 
 _BITS = {
@@ -45,7 +44,7 @@ def _shift(direction: str, g: RuleContext, a: Any, b: Any) -> ir.Value:
     dtype = g.dtype
     bits = _BITS.get(dtype)
     if bits is None:
-        raise UnsupportedOperatorError(
+        raise NotImplementedError(
             f"bit shifts are defined on integer tensors only, not {dtype.name}; cast "
             "the operands to an integer dtype first")
     # Everything runs in int64 (onnxruntime lacks Where and comparisons on the narrow
