@@ -137,3 +137,65 @@ _LCE = _compat.linear_cross_entropy_ops()
 if _LCE is not None:
     TABLE[_LCE[0]] = _linear_cross_entropy_chunked
     TABLE[_LCE[1]] = _linear_cross_entropy_chunked_none
+
+
+def _overlap_add(frames: torch.Tensor, hop: int) -> torch.Tensor:
+    """(B, n, T) frames, frame t starting at t * hop, summed into (B, n + hop * (T - 1)).
+
+    The frame is padded to r = ceil(n / hop) chunks of hop samples; output chunk j sums
+    chunk k of frame j - k, so r shifted copies added together give the whole signal
+    (r * n * T additions, no scatter)."""
+    b, n, t = frames.shape
+    r = -(-n // hop)
+    if r * hop > n:
+        frames = torch.nn.functional.pad(frames, (0, 0, 0, r * hop - n))
+    chunks = frames.reshape(b, r, hop, t)
+    out = torch.nn.functional.pad(chunks[:, 0], (0, r - 1))
+    for k in range(1, r):
+        out = out + torch.nn.functional.pad(chunks[:, k], (k, r - 1 - k))
+    out = out.transpose(1, 2).reshape(b, (t + r - 1) * hop)
+    return out[:, :n + hop * (t - 1)]
+
+
+@_register(aten.istft.default)
+def istft(x: torch.Tensor, n_fft: int, hop_length: int | None = None,
+          win_length: int | None = None, window: torch.Tensor | None = None,
+          center: bool = True, normalized: bool = False, onesided: bool | None = None,
+          length: int | None = None, return_complex: bool = False) -> torch.Tensor:
+    """istft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool center=True, bool normalized=False, bool? onesided=None, int? length=None, bool return_complex=False) -> Tensor
+
+    torch's algorithm (SpectralOps.cpp): irfft of each frame, times the window, overlap-
+    added, divided by the overlap-added squared window, trimmed (and padded to length).
+    torch's own decomposition writes the overlap-add with index_put.
+    """
+    if return_complex:
+        raise NotImplementedError("istft with return_complex=True (a complex signal) is "
+                                  "not supported; pass return_complex=False")
+    hop = hop_length if hop_length is not None else n_fft // 4
+    win = win_length if win_length is not None else n_fft
+    batched = x.dim() == 3
+    if not batched:
+        x = x.unsqueeze(0)
+    frames_n = x.shape[-1]
+    if onesided is None:
+        onesided = x.shape[-2] != n_fft
+    if not onesided:
+        x = x.narrow(-2, 0, n_fft // 2 + 1)
+    y = torch.fft.irfft(x, n_fft, dim=-2, norm="ortho" if normalized else "backward")
+    w = window if window is not None else torch.ones(win, dtype=y.dtype, device=y.device)
+    if win != n_fft:
+        left = (n_fft - win) // 2
+        w = torch.nn.functional.pad(w, (left, n_fft - win - left))
+    y = _overlap_add(y * w.reshape(n_fft, 1), hop)
+    envelope = _overlap_add((w * w).reshape(1, n_fft, 1).expand(1, n_fft, frames_n), hop)
+    expected = n_fft + hop * (frames_n - 1)
+    start = n_fft // 2 if center else 0
+    if length is not None:
+        end = start + length
+    else:
+        end = expected - n_fft // 2 if center else expected
+    stop = min(end, expected)
+    y = y[:, start:stop] / envelope[:, start:stop]
+    if end > expected:
+        y = torch.nn.functional.pad(y, (0, end - expected))
+    return y if batched else y.squeeze(0)
