@@ -6,6 +6,7 @@ Importing this package registers every rule in ``pt2onnx._registry.REGISTRY``.
 from pt2onnx.rules import (  # noqa: F401
     attention,
     backward,
+    batch_norm_train,
     bessel,
     bitshift,
     complex,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import onnx_ir as ir
@@ -101,6 +102,8 @@ def native_batch_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None,
     """native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     if not training and running_mean is not None and running_var is not None:
         return batch_norm_inference(g, x, weight, bias, running_mean, running_var, momentum, eps)
+    if running_mean is not None or running_var is not None:
+        warn_running_stats(g)
     return _batch_norm_batch_stats(g, x, weight, bias, eps)
 
 
@@ -119,7 +122,22 @@ def batch_norm_legit(g: RuleContext, x: ir.Value, weight: ir.Value | None, bias:
     """_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     if not training:
         return batch_norm_inference(g, x, weight, bias, running_mean, running_var, momentum, eps)
+    warn_running_stats(g)
     return _batch_norm_batch_stats(g, x, weight, bias, eps)
+
+
+def warn_running_stats(g: RuleContext) -> None:
+    """Training-mode batch norm with running statistics: eager updates them in place.
+    One message for all the model's batch norms (Python shows it once per process)."""
+    warnings.warn(
+        "batch norm in training mode: the ONNX graph normalises with each batch's "
+        "own mean and variance, as eager does in train(), but the in-place updates of "
+        "running_mean, running_var and num_batches_tracked are not part of it (ONNX has "
+        "no buffers to write). Next step: call model.eval() (or pass "
+        "training=torch.onnx.TrainingMode.EVAL) to export inference with the running "
+        "statistics.",
+        stacklevel=2,
+    )
 
 
 def _batch_norm_batch_stats(g: RuleContext, x: ir.Value, weight: ir.Value | None,
