@@ -22,7 +22,7 @@ def conv_tbc(g: RuleContext, x: ir.Value, weight: ir.Value, bias: ir.Value,
     # as Conv on (batch, in, time) with the weight as (out, in, kernel).
     xs = g.op.Transpose(x, perm=[1, 2, 0])
     ws = g.op.Transpose(weight, perm=[2, 1, 0])
-    kernel = weight.shape[0] if weight.shape is not None else None  # type: ignore[index]
+    kernel = weight.shape[0] if weight.shape is not None else None
     if not isinstance(kernel, int):
         raise NotImplementedError("conv_tbc with a kernel size that is not static")
     y = g.op.Conv(xs, ws, bias, pads=[int(pad), int(pad)], kernel_shape=[kernel])
