@@ -168,9 +168,6 @@ def istft(x: torch.Tensor, n_fft: int, hop_length: int | None = None,
     added, divided by the overlap-added squared window, trimmed (and padded to length).
     torch's own decomposition writes the overlap-add with index_put.
     """
-    if return_complex:
-        raise NotImplementedError("istft with return_complex=True (a complex signal) is "
-                                  "not supported; pass return_complex=False")
     hop = hop_length if hop_length is not None else n_fft // 4
     win = win_length if win_length is not None else n_fft
     batched = x.dim() == 3
@@ -179,15 +176,21 @@ def istft(x: torch.Tensor, n_fft: int, hop_length: int | None = None,
     frames_n = x.shape[-1]
     if onesided is None:
         onesided = x.shape[-2] != n_fft
-    if not onesided:
-        x = x.narrow(-2, 0, n_fft // 2 + 1)
-    y = torch.fft.irfft(x, n_fft, dim=-2, norm="ortho" if normalized else "backward")
-    w = window if window is not None else torch.ones(win, dtype=y.dtype, device=y.device)
+    norm = "ortho" if normalized else "backward"
+    if return_complex:
+        # A complex signal (two-sided input): the real and imaginary parts of the
+        # inverse DFT go through the overlap-add separately.
+        pair = torch.view_as_real(torch.fft.ifft(x, n_fft, dim=-2, norm=norm))
+        parts = [pair[..., 0], pair[..., 1]]
+    else:
+        if not onesided:
+            x = x.narrow(-2, 0, n_fft // 2 + 1)
+        parts = [torch.fft.irfft(x, n_fft, dim=-2, norm=norm)]
+    w = window if window is not None else torch.ones(win, dtype=parts[0].dtype,
+                                                      device=parts[0].device)
     if win != n_fft:
         left = (n_fft - win) // 2
         w = torch.nn.functional.pad(w, (left, n_fft - win - left))
-    y = _overlap_add(y * w.reshape(n_fft, 1), hop)
-    envelope = _overlap_add((w * w).reshape(1, n_fft, 1).expand(1, n_fft, frames_n), hop)
     expected = n_fft + hop * (frames_n - 1)
     start = n_fft // 2 if center else 0
     if length is not None:
@@ -195,7 +198,32 @@ def istft(x: torch.Tensor, n_fft: int, hop_length: int | None = None,
     else:
         end = expected - n_fft // 2 if center else expected
     stop = min(end, expected)
-    y = y[:, start:stop] / envelope[:, start:stop]
-    if end > expected:
-        y = torch.nn.functional.pad(y, (0, end - expected))
-    return y if batched else y.squeeze(0)
+
+    def fold(frames: torch.Tensor) -> torch.Tensor:
+        return _overlap_add(frames, hop)[:, start:stop]
+
+    def finish(y: torch.Tensor) -> torch.Tensor:
+        if end > expected:
+            y = torch.nn.functional.pad(y, (0, end - expected))
+        return y if batched else y.squeeze(0)
+
+    def spread(v: torch.Tensor) -> torch.Tensor:  # (n_fft,) -> (1, n_fft, frames)
+        return v.reshape(1, n_fft, 1).expand(1, n_fft, frames_n)
+
+    if not w.is_complex():
+        envelope = fold(spread(w * w))
+        outs = [finish(fold(part * w.reshape(n_fft, 1)) / envelope) for part in parts]
+    else:
+        # A complex window (return_complex=True only): complex products, the envelope
+        # is the overlap-added w ** 2 (complex too), and a complex division.
+        wp = torch.view_as_real(w)
+        wr, wi = wp[..., 0], wp[..., 1]
+        re, im = parts
+        a = fold(re * wr.reshape(n_fft, 1) - im * wi.reshape(n_fft, 1))
+        b = fold(re * wi.reshape(n_fft, 1) + im * wr.reshape(n_fft, 1))
+        c, d = fold(spread(wr * wr - wi * wi)), fold(spread(2 * wr * wi))
+        den = c * c + d * d
+        outs = [finish((a * c + b * d) / den), finish((b * c - a * d) / den)]
+    if return_complex:
+        return torch.view_as_complex(torch.stack(outs, dim=-1))
+    return outs[0]
