@@ -241,6 +241,26 @@ def test_istft_of_a_spectrogram_input(tmp_path) -> None:  # type: ignore[no-unty
     assert "ScatterND" not in {n.op_type for n in prog.model.graph}
 
 
+class Denoiser(nn.Module):
+    """stft -> a magnitude mask -> istft in one graph (torch's own istft decomposition
+    overlap-adds with index_put on complex tensors; ours sums shifted chunks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(64))
+        self.mask = nn.Linear(33, 33)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spec = torch.stft(x, 64, hop_length=16, window=self.window, return_complex=True)
+        gain = torch.sigmoid(self.mask(spec.abs().transpose(1, 2))).transpose(1, 2)
+        return torch.istft(spec * gain, 64, hop_length=16, window=self.window,
+                           length=x.shape[-1])
+
+
+def test_stft_mask_istft_module(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    export_and_verify(Denoiser(), (torch.randn(2, 400),), tmp_path)
+
+
 # -- training-mode batch norm ------------------------------------------------------------
 
 

@@ -19,6 +19,10 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 TABLE: dict[Any, Callable[..., Any]] = {}
+# Ops whose entry here is tried before torch's decompositions, and replaces torch's in
+# the run_decompositions table: torch's istft overlap-adds with index_put on complex
+# tensors, which has no rule.
+PREFERRED: set[Any] = set()
 
 
 def _register(op: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -227,3 +231,6 @@ def istft(x: torch.Tensor, n_fft: int, hop_length: int | None = None,
     if return_complex:
         return torch.view_as_complex(torch.stack(outs, dim=-1))
     return outs[0]
+
+
+PREFERRED.add(aten.istft.default)
