@@ -326,6 +326,30 @@ def test_functional_batch_norm_running_stat_update() -> None:
         torch.testing.assert_close(g_, e, rtol=1e-5, atol=1e-5)
 
 
+# -- linalg.norm --------------------------------------------------------------------------
+
+
+def test_linalg_norm_every_ord() -> None:
+    """Vector and matrix orders, 'nuc', 2 and -2 through the singular values."""
+    a = torch.randn(3, 4, 5)
+    matrix = (None, "fro", "nuc", 2, -2, 1, -1, float("inf"), -float("inf"))
+    vector = (None, 0, 1, 2, 3.5, -1, float("inf"), -float("inf"))
+
+    def norms(a: torch.Tensor) -> list[torch.Tensor]:
+        return ([torch.linalg.norm(a, ord=o, dim=(1, 2)) for o in matrix]
+                + [torch.linalg.norm(a, ord=o, dim=-1) for o in vector]
+                + [torch.linalg.svdvals(a.transpose(1, 2)), torch.linalg.cond(a[:, :4])])
+
+    _, got = _run(Fn(norms), (a,))
+    for g_, e in zip(got, norms(a), strict=True):
+        torch.testing.assert_close(g_, e, rtol=2e-6, atol=1e-6)
+
+
+def test_singular_vectors_raise_a_clear_error() -> None:
+    with pytest.raises(pt2onnx.ExportError, match="singular vectors"):
+        pt2onnx.export(Fn(lambda a: torch.linalg.svd(a)), (torch.randn(3, 3),))
+
+
 # -- diagonal, dynamic -------------------------------------------------------------------
 
 

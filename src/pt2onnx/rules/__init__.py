@@ -36,6 +36,7 @@ from pt2onnx.rules import (  # noqa: F401
     sorting,
     special,
     statistics,
+    svdvals,
     symbolic,
     torchvision,
 )
