@@ -66,6 +66,8 @@ def decomposition_table(keep: tuple[Any, ...] = KEEP) -> dict[Any, Any]:
     table = _compat.default_decompositions()
     for op in keep:
         table.pop(op, None)
+    for op in _decomp_extra.PREFERRED:
+        table[op] = _decomp_extra.TABLE[op]
     return table
 
 
@@ -149,7 +151,7 @@ def candidates(op: torch._ops.OpOverload) -> list[tuple[str, Callable[..., Any]]
         found.append((TORCH_REGISTRY, registered))
     ours = _decomp_extra.TABLE.get(op)
     if ours is not None:
-        found.append((PT2ONNX, ours))
+        found.insert(0 if op in _decomp_extra.PREFERRED else len(found), (PT2ONNX, ours))
     return found
 
 

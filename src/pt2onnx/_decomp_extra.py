@@ -19,6 +19,10 @@ aten = torch.ops.aten
 prims = torch.ops.prims
 
 TABLE: dict[Any, Callable[..., Any]] = {}
+# Ops whose entry here is tried before torch's decompositions, and replaces torch's in
+# the run_decompositions table: torch's istft overlap-adds with index_put on complex
+# tensors, which has no rule.
+PREFERRED: set[Any] = set()
 
 
 def _register(op: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -137,3 +141,96 @@ _LCE = _compat.linear_cross_entropy_ops()
 if _LCE is not None:
     TABLE[_LCE[0]] = _linear_cross_entropy_chunked
     TABLE[_LCE[1]] = _linear_cross_entropy_chunked_none
+
+
+def _overlap_add(frames: torch.Tensor, hop: int) -> torch.Tensor:
+    """(B, n, T) frames, frame t starting at t * hop, summed into (B, n + hop * (T - 1)).
+
+    The frame is padded to r = ceil(n / hop) chunks of hop samples; output chunk j sums
+    chunk k of frame j - k, so r shifted copies added together give the whole signal
+    (r * n * T additions, no scatter)."""
+    b, n, t = frames.shape
+    r = -(-n // hop)
+    if r * hop > n:
+        frames = torch.nn.functional.pad(frames, (0, 0, 0, r * hop - n))
+    chunks = frames.reshape(b, r, hop, t)
+    out = torch.nn.functional.pad(chunks[:, 0], (0, r - 1))
+    for k in range(1, r):
+        out = out + torch.nn.functional.pad(chunks[:, k], (k, r - 1 - k))
+    out = out.transpose(1, 2).reshape(b, (t + r - 1) * hop)
+    return out[:, :n + hop * (t - 1)]
+
+
+@_register(aten.istft.default)
+def istft(x: torch.Tensor, n_fft: int, hop_length: int | None = None,
+          win_length: int | None = None, window: torch.Tensor | None = None,
+          center: bool = True, normalized: bool = False, onesided: bool | None = None,
+          length: int | None = None, return_complex: bool = False) -> torch.Tensor:
+    """istft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, bool center=True, bool normalized=False, bool? onesided=None, int? length=None, bool return_complex=False) -> Tensor
+
+    torch's algorithm (SpectralOps.cpp): irfft of each frame, times the window, overlap-
+    added, divided by the overlap-added squared window, trimmed (and padded to length).
+    torch's own decomposition writes the overlap-add with index_put.
+    """
+    hop = hop_length if hop_length is not None else n_fft // 4
+    win = win_length if win_length is not None else n_fft
+    batched = x.dim() == 3
+    if not batched:
+        x = x.unsqueeze(0)
+    frames_n = x.shape[-1]
+    if onesided is None:
+        onesided = x.shape[-2] != n_fft
+    norm = "ortho" if normalized else "backward"
+    if return_complex:
+        # A complex signal (two-sided input): the real and imaginary parts of the
+        # inverse DFT go through the overlap-add separately.
+        pair = torch.view_as_real(torch.fft.ifft(x, n_fft, dim=-2, norm=norm))
+        parts = [pair[..., 0], pair[..., 1]]
+    else:
+        if not onesided:
+            x = x.narrow(-2, 0, n_fft // 2 + 1)
+        parts = [torch.fft.irfft(x, n_fft, dim=-2, norm=norm)]
+    w = window if window is not None else torch.ones(win, dtype=parts[0].dtype,
+                                                      device=parts[0].device)
+    if win != n_fft:
+        left = (n_fft - win) // 2
+        w = torch.nn.functional.pad(w, (left, n_fft - win - left))
+    expected = n_fft + hop * (frames_n - 1)
+    start = n_fft // 2 if center else 0
+    if length is not None:
+        end = start + length
+    else:
+        end = expected - n_fft // 2 if center else expected
+    stop = min(end, expected)
+
+    def fold(frames: torch.Tensor) -> torch.Tensor:
+        return _overlap_add(frames, hop)[:, start:stop]
+
+    def finish(y: torch.Tensor) -> torch.Tensor:
+        if end > expected:
+            y = torch.nn.functional.pad(y, (0, end - expected))
+        return y if batched else y.squeeze(0)
+
+    def spread(v: torch.Tensor) -> torch.Tensor:  # (n_fft,) -> (1, n_fft, frames)
+        return v.reshape(1, n_fft, 1).expand(1, n_fft, frames_n)
+
+    if not w.is_complex():
+        envelope = fold(spread(w * w))
+        outs = [finish(fold(part * w.reshape(n_fft, 1)) / envelope) for part in parts]
+    else:
+        # A complex window (return_complex=True only): complex products, the envelope
+        # is the overlap-added w ** 2 (complex too), and a complex division.
+        wp = torch.view_as_real(w)
+        wr, wi = wp[..., 0], wp[..., 1]
+        re, im = parts
+        a = fold(re * wr.reshape(n_fft, 1) - im * wi.reshape(n_fft, 1))
+        b = fold(re * wi.reshape(n_fft, 1) + im * wr.reshape(n_fft, 1))
+        c, d = fold(spread(wr * wr - wi * wi)), fold(spread(2 * wr * wi))
+        den = c * c + d * d
+        outs = [finish((a * c + b * d) / den), finish((b * c - a * d) / den)]
+    if return_complex:
+        return torch.view_as_complex(torch.stack(outs, dim=-1))
+    return outs[0]
+
+
+PREFERRED.add(aten.istft.default)

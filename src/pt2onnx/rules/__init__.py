@@ -6,7 +6,9 @@ Importing this package registers every rule in ``pt2onnx._registry.REGISTRY``.
 from pt2onnx.rules import (  # noqa: F401
     attention,
     backward,
+    batch_norm_train,
     bessel,
+    bitshift,
     complex,
     composite,
     control_flow,
@@ -18,8 +20,10 @@ from pt2onnx.rules import (  # noqa: F401
     distance,
     elementwise,
     fft,
+    grid_sample,
     histogram,
     indexing,
+    legacy_ops,
     linalg,
     linalg_solve,
     nn,
@@ -33,6 +37,7 @@ from pt2onnx.rules import (  # noqa: F401
     sorting,
     special,
     statistics,
+    svdvals,
     symbolic,
     torchvision,
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import onnx_ir as ir
@@ -29,13 +30,16 @@ def batch_norm_inference(g: RuleContext, x: ir.Value, weight: ir.Value | None,
                          bias: ir.Value | None, running_mean: ir.Value, running_var: ir.Value,
                          momentum: float, eps: float) -> tuple[Any, ...]:
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    c = _channels(x)
     dtype = x.dtype
     assert dtype is not None
     # Inference mode saves no statistics: torch returns two empty tensors.
     stats = tuple(_zeros(g, 0, dtype) if isinstance(g.meta, (tuple, list)) and g.output_used(i)
                   else None
                   for i in (1, 2))
+    if rank(x) < 2:
+        # torch takes a 1-D input (no channel dim) only when it is empty: so is the output.
+        return g.op.Identity(x), *stats
+    c = _channels(x)
     fused = _fold_into_conv(g, x, weight, bias, running_mean, running_var, eps)
     if fused is not None:
         return fused, *stats
@@ -98,6 +102,8 @@ def native_batch_norm(g: RuleContext, x: ir.Value, weight: ir.Value | None,
     """native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     if not training and running_mean is not None and running_var is not None:
         return batch_norm_inference(g, x, weight, bias, running_mean, running_var, momentum, eps)
+    if running_mean is not None or running_var is not None:
+        warn_running_stats(g)
     return _batch_norm_batch_stats(g, x, weight, bias, eps)
 
 
@@ -116,7 +122,22 @@ def batch_norm_legit(g: RuleContext, x: ir.Value, weight: ir.Value | None, bias:
     """_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     if not training:
         return batch_norm_inference(g, x, weight, bias, running_mean, running_var, momentum, eps)
+    warn_running_stats(g)
     return _batch_norm_batch_stats(g, x, weight, bias, eps)
+
+
+def warn_running_stats(g: RuleContext) -> None:
+    """Training-mode batch norm with running statistics: eager updates them in place.
+    One message for all the model's batch norms (Python shows it once per process)."""
+    warnings.warn(
+        "batch norm in training mode: the ONNX graph normalises with each batch's "
+        "own mean and variance, as eager does in train(), but the in-place updates of "
+        "running_mean, running_var and num_batches_tracked are not part of it (ONNX has "
+        "no buffers to write). Next step: call model.eval() (or pass "
+        "training=torch.onnx.TrainingMode.EVAL) to export inference with the running "
+        "statistics.",
+        stacklevel=2,
+    )
 
 
 def _batch_norm_batch_stats(g: RuleContext, x: ir.Value, weight: ir.Value | None,

@@ -286,16 +286,37 @@ def diagonal(g: RuleContext, x: ir.Value, offset: int = 0, dim1: int = 0,
     r = rank(x)
     d1, d2 = normalize_dim(dim1, r), normalize_dim(dim2, r)
     n, m = x.shape[d1], x.shape[d2]  # type: ignore[index]
-    if not (isinstance(n, int) and isinstance(m, int)):
-        raise NotImplementedError("diagonal of dims whose sizes are not static")
     rest = [d for d in range(r) if d not in (d1, d2)]
     moved = permute(g, x, [*rest, d1, d2])
+    if not (isinstance(n, int) and isinstance(m, int)):
+        return _diagonal_dynamic(g, moved, len(rest), int(offset))
     flat = g.op.Reshape(moved, g.const([0] * len(rest) + [n * m]))
     if offset >= 0:
         pairs = [(i, i + offset) for i in range(max(0, min(n, m - offset)))]
     else:
         pairs = [(i - offset, i) for i in range(max(0, min(n + offset, m)))]
     return g.op.Gather(flat, g.const([i * m + j for i, j in pairs]), axis=len(rest))
+
+
+def _diagonal_dynamic(g: RuleContext, moved: ir.Value, k: int, offset: int) -> ir.Value:
+    """diagonal of the last two dims of ``moved`` (k dims before them) whose sizes are
+    known at run time only: element i of the diagonal is flat position
+    (i + row0) * m + (i + col0) of the (n * m) plane, for i < its length."""
+    i64 = ir.DataType.INT64
+    shape = g.op.Shape(moved)
+    n = g.op.Gather(shape, g.const(k), axis=0)
+    m = g.op.Gather(shape, g.const(k + 1), axis=0)
+    zero = g.const(0, i64)
+    row0, col0 = max(0, -offset), max(0, offset)
+    length = g.op.Max(zero, g.op.Min(g.op.Sub(n, g.const(row0, i64)),
+                                     g.op.Sub(m, g.const(col0, i64))))
+    step = g.op.Add(m, g.const(1, i64))
+    start = g.op.Add(g.op.Mul(g.const(row0, i64), m), g.const(col0, i64))
+    index = g.op.Add(g.op.Mul(g.op.Range(zero, length, g.const(1, i64)), step), start)
+    plane = g.op.Unsqueeze(g.op.Mul(n, m), g.const([0]))
+    flat = g.op.Reshape(moved, g.op.Concat(g.op.Slice(shape, g.const([0]), g.const([k])),
+                                           plane, axis=0), allowzero=1)
+    return g.op.Gather(flat, index, axis=k)
 
 
 @translation(aten.as_strided.default)
