@@ -171,7 +171,7 @@ def trace(fn: Callable[..., Any], node: torch.fx.Node) -> tuple[torch.fx.GraphMo
 
     leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
     positions = [i for i, a in enumerate(leaves) if isinstance(a, torch.fx.Node)]
-    vals = [leaves[i].meta["val"] for i in positions]
+    vals = [_on_cpu(leaves[i].meta["val"]) for i in positions]
     out_specs: list[Any] = []
 
     def run(*inputs: Any) -> list[Any]:
@@ -193,6 +193,23 @@ def trace(fn: Callable[..., Any], node: torch.fx.Node) -> tuple[torch.fx.GraphMo
     gm = make_fx(run, tracing_mode="symbolic")(*vals)
     gm.graph.eliminate_dead_code()  # what computed only the outputs nobody reads
     return gm, out_specs[-1]
+
+
+_META_FAKES: list[Any] = []
+
+
+def _on_cpu(val: Any) -> Any:
+    """A static recording's meta-device values as CPU FakeTensors, so that what a
+    decomposition creates lands on the CPU as it would in the recorded run."""
+    if not isinstance(val, torch.Tensor) or val.device.type != "meta":
+        return val
+    if not _META_FAKES:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        _META_FAKES.append(FakeTensorMode(allow_non_fake_inputs=True))
+    with _META_FAKES[0]:
+        return torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype,
+                                   device="cpu")
 
 
 def used_outputs(node: torch.fx.Node) -> frozenset[int] | None:

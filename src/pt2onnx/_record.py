@@ -99,24 +99,22 @@ class _Recording:
         self.has_rule = has_rule
         self.paused = 0
         self.module_stack: list[tuple[str, type]] = []
-        self.fake_mode: Any = None
 
     # -- values ------------------------------------------------------------------
 
     def fake(self, value: Any) -> Any:
-        if self.fake_mode is None:
-            from torch._subclasses.fake_tensor import FakeTensorMode
+        """Shape, stride and dtype of each tensor in ``value``, as a meta tensor.
 
-            self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-
+        Not a FakeTensor: creating a FakeTensorMode imports Dynamo, which costs more
+        than the recording. What needs a FakeTensor later (a per-node decomposition's
+        trace) makes one from these (``_decomp.trace``)."""
         def one(t: Any) -> Any:
             if not isinstance(t, torch.Tensor):
                 return t
-            with self.fake_mode:
-                return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
-                                           device=t.device)
+            return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
+                                       device="meta")
 
-        return pytree.tree_map(one, value)
+        return _map_tensors(one, value)
 
     def _placeholder(self, name: str, value: torch.Tensor) -> torch.fx.Node:
         ctx = (self.graph.inserting_before(self.anchor) if self.anchor is not None
@@ -147,7 +145,7 @@ class _Recording:
         return node
 
     def to_nodes(self, value: Any) -> Any:
-        return pytree.tree_map_only(torch.Tensor, self.node_of, value)
+        return _map_tensors(self.node_of, value)
 
     # -- ops -----------------------------------------------------------------------
 
@@ -236,8 +234,32 @@ def _safe(name: str) -> str:
     return name.replace(".", "_")
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    return [x for x in pytree.tree_leaves(value) if isinstance(x, torch.Tensor)]
+def _tensors(value: Any, found: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    """The tensors in an op's arguments (nested tuples, lists and dicts), in order."""
+    found = [] if found is None else found
+    if isinstance(value, torch.Tensor):
+        found.append(value)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _tensors(v, found)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _tensors(v, found)
+    return found
+
+
+def _map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
+    """``value`` with each tensor replaced by ``fn(tensor)``; tuples (named ones too)
+    come back as plain tuples. Much cheaper than pytree on the dispatcher's hot path."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(_map_tensors(fn, v) for v in value)
+    if isinstance(value, list):
+        return [_map_tensors(fn, v) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_tensors(fn, v) for k, v in value.items()}
+    return value
 
 
 def _functional(func: Any) -> Any:
@@ -252,6 +274,12 @@ def _functional(func: Any) -> Any:
 
 
 class _Dispatch(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Otherwise torch wraps __torch_dispatch__ in torch._disable_dynamo, whose first
+        # call imports Dynamo; nothing here runs under torch.compile.
+        return False
+
     def __init__(self, rec: _Recording) -> None:
         super().__init__()
         self.rec = rec
