@@ -276,3 +276,17 @@ def linear_cross_entropy_ops() -> tuple[Any, Any] | None:
                 ns._linear_cross_entropy_batch_chunked_no_reduction.default)
     except (ImportError, AttributeError, RuntimeError):
         return None
+
+
+def quantized_decomposed_ops() -> Any:
+    """The ``torch.ops.quantized_decomposed`` namespace (PT2E's quantize/dequantize ops),
+    registered by importing ``torch.ao.quantization.fx._decomposed``; None where this
+    torch no longer ships it (PT2E moved to torchao, which registers the same ops)."""
+    try:
+        import torch.ao.quantization.fx._decomposed  # registers the ops
+
+        ns = torch.ops.quantized_decomposed
+        ns.quantize_per_tensor.default  # noqa: B018  (raises if absent)
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+    return ns

@@ -25,6 +25,7 @@ from pt2onnx.rules import (  # noqa: F401
     nn,
     norm,
     polynomials,
+    quantized,
     random,
     reduction,
     scatter,
