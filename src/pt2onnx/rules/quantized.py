@@ -83,6 +83,27 @@ def _float_zp(g: RuleContext, zp: Any) -> ir.Value:
     return g.const(float(zp), _F32) if not isinstance(zp, ir.Value) else g.cast(zp, _F32)
 
 
+def _known(v: Any) -> np.ndarray | None:
+    """A Python number or a constant value as an array; None for a computed value."""
+    if not isinstance(v, ir.Value):
+        return None if v is None else np.asarray(v)
+    if not v.is_initializer() or v.const_value is None:
+        return None
+    raw = getattr(v.const_value, "raw", None)
+    if isinstance(raw, torch.Tensor) and raw.is_meta:
+        return None
+    return np.asarray(v.const_value.numpy())
+
+
+def _scalar(v: Any) -> Any:
+    """A one-element constant as a Python number (then the per-tensor paths fold it)."""
+    known = _known(v) if isinstance(v, ir.Value) else None
+    if known is None or known.size != 1:
+        return v
+    item = known.reshape(-1)[0]
+    return float(item) if np.issubdtype(known.dtype, np.floating) else int(item)
+
+
 def _narrow(g: RuleContext, x: ir.Value, scale: ir.Value, zp: Any, raw_scale: Any,
             qmin: int, qmax: int, axis: int | None, dtype: torch.dtype) -> ir.Value:
     """Clamps x to the floats that quantize into [qmin, qmax] when that range is
@@ -90,16 +111,18 @@ def _narrow(g: RuleContext, x: ir.Value, scale: ir.Value, zp: Any, raw_scale: An
     low, high = _RANGE[dtype]
     if qmin <= low and qmax >= high:
         return x
-    if not isinstance(raw_scale, ir.Value) and not isinstance(zp, ir.Value):
-        step, z0 = np.float32(raw_scale), int(zp)
-        lo = g.const(float(np.float32(qmin - z0) * step), _F32)
-        hi = g.const(float(np.float32(qmax - z0) * step), _F32)
-        return g.op.Min(g.op.Max(x, lo), hi)
     nd = rank(x)
-    s = _along(g, scale, axis, nd)
-    z = _along(g, _float_zp(g, zp), axis, nd)
-    lo = g.op.Mul(g.op.Sub(g.const(float(qmin), _F32), z), s)
-    hi = g.op.Mul(g.op.Sub(g.const(float(qmax), _F32), z), s)
+    step, z0 = _known(raw_scale), _known(0 if zp is None else zp)
+    if step is not None and z0 is not None:
+        step, z0 = step.astype(np.float32), z0.astype(np.float32)
+        lo = g.const(np.float32(qmin - z0) * step, _F32)
+        hi = g.const(np.float32(qmax - z0) * step, _F32)
+        lo, hi = _along(g, lo, axis, nd), _along(g, hi, axis, nd)
+    else:
+        s = _along(g, scale, axis, nd)
+        z = _along(g, _float_zp(g, zp), axis, nd)
+        lo = g.op.Mul(g.op.Sub(g.const(float(qmin), _F32), z), s)
+        hi = g.op.Mul(g.op.Sub(g.const(float(qmax), _F32), z), s)
     if qmin > low:
         x = g.op.Max(x, lo)
     return g.op.Min(x, hi) if qmax < high else x
@@ -110,22 +133,29 @@ def quantize(g: RuleContext, x: ir.Value, scale: Any, zp: Any, qmin: int, qmax: 
     """``clamp(round(x / scale) + zp, qmin, qmax)`` as ``dtype``; per channel along ``axis``."""
     x = g.cast(x, _F32)
     per_tensor = axis is None
+    if per_tensor:
+        scale, zp = _scalar(scale), _scalar(zp)
     s = _scale(g, scale, per_tensor)
     if _Q_SINCE.get(dtype, 10**9) <= g.opset and not _is_float_value(zp):
         clamped = _narrow(g, x, s, zp, scale, qmin, qmax, axis, dtype)
         z = _zero_point(g, zp, onnx_dtype(dtype), per_tensor)
-        return g.op.QuantizeLinear(clamped, s, z, axis=axis)
-    nd = rank(x)
-    q = g.op.Add(g.op.Round(g.op.Div(x, _along(g, s, axis, nd))),
-                 _along(g, _float_zp(g, zp), axis, nd))
-    q = g.op.Clip(q, g.const(float(qmin), _F32), g.const(float(qmax), _F32))
-    return g.op.Cast(q, to=onnx_dtype(dtype))
+        out = g.op.QuantizeLinear(clamped, s, z, axis=axis)
+    else:
+        nd = rank(x)
+        q = g.op.Add(g.op.Round(g.op.Div(x, _along(g, s, axis, nd))),
+                     _along(g, _float_zp(g, zp), axis, nd))
+        q = g.op.Clip(q, g.const(float(qmin), _F32), g.const(float(qmax), _F32))
+        out = g.op.Cast(q, to=onnx_dtype(dtype))
+    out.dtype, out.shape = onnx_dtype(dtype), x.shape
+    return out
 
 
 def dequantize(g: RuleContext, q: ir.Value, scale: Any, zp: Any, dtype: torch.dtype,
                axis: int | None = None, out_dtype: torch.dtype | None = None) -> ir.Value:
     """``(q - zp) * scale`` in float32 (then ``out_dtype``); per channel along ``axis``."""
     per_tensor = axis is None
+    if per_tensor:
+        scale, zp = _scalar(scale), _scalar(zp)
     s = _scale(g, scale, per_tensor)
     if _DQ_SINCE.get(dtype, 10**9) <= g.opset and q.dtype == onnx_dtype(dtype) \
             and not _is_float_value(zp):
@@ -137,7 +167,7 @@ def dequantize(g: RuleContext, q: ir.Value, scale: Any, zp: Any, dtype: torch.dt
         if zp is not None:
             f = g.op.Sub(f, _along(g, _float_zp(g, zp), axis, nd))
         out = g.op.Mul(f, _along(g, s, axis, nd))
-    out.dtype = _F32
+    out.dtype, out.shape = _F32, q.shape
     return g.cast(out, out_dtype or torch.float32)
 
 
@@ -239,10 +269,13 @@ def _storage(g: RuleContext, qmin: int, qmax: int) -> torch.dtype | None:
 
 def fake_quantize(g: RuleContext, x: ir.Value, scale: Any, zp: Any, qmin: int, qmax: int,
                   axis: int | None = None) -> ir.Value:
-    """A QuantizeLinear -> DequantizeLinear pair over the smallest storage dtype; the
-    arithmetic form ``(clamp(round(x / scale + zp)) - zp) * scale`` for a float zero
-    point (torch adds it before rounding) or a range no storage dtype holds."""
+    """A QuantizeLinear -> DequantizeLinear pair over the smallest storage dtype; else
+    the arithmetic form ``(clamp(round(x / scale) + zp) - zp) * scale`` (a range no
+    storage dtype holds), or with ``round(x / scale + zp)`` for a float zero point, which
+    torch adds before rounding."""
     out_dtype = g.dtype
+    if axis is None:
+        scale, zp = _scalar(scale), _scalar(zp)
     storage = _storage(g, qmin, qmax)
     if storage is not None and not _is_float_value(zp):
         q = quantize(g, x, scale, zp, qmin, qmax, storage, axis)
@@ -250,7 +283,9 @@ def fake_quantize(g: RuleContext, x: ir.Value, scale: Any, zp: Any, qmin: int, q
     nd = rank(x)
     s = _along(g, _scale(g, scale, axis is None), axis, nd)
     z = _along(g, _float_zp(g, zp), axis, nd)
-    q = g.op.Round(g.op.Add(g.op.Div(g.cast(x, _F32), s), z))
+    scaled = g.op.Div(g.cast(x, _F32), s)
+    q = g.op.Round(g.op.Add(scaled, z)) if _is_float_value(zp) else g.op.Add(
+        g.op.Round(scaled), z)
     q = g.op.Clip(q, g.const(float(qmin), _F32), g.const(float(qmax), _F32))
     out = g.op.Mul(g.op.Sub(q, z), s)
     out.dtype = _F32
@@ -260,6 +295,8 @@ def fake_quantize(g: RuleContext, x: ir.Value, scale: Any, zp: Any, qmin: int, q
 def _mask(g: RuleContext, x: ir.Value, scale: Any, zp: Any, qmin: int, qmax: int,
           axis: int | None) -> ir.Value:
     """The cachemask output: where ``round(x / scale) + zp`` lies inside [qmin, qmax]."""
+    if axis is None:
+        scale, zp = _scalar(scale), _scalar(zp)
     nd = rank(x)
     s = _along(g, _scale(g, scale, axis is None), axis, nd)
     q = g.op.Add(g.op.Round(g.op.Div(g.cast(x, _F32), s)), _along(g, _float_zp(g, zp), axis, nd))
@@ -340,6 +377,44 @@ def fake_quantize_learnable_per_channel_affine(
     """_fake_quantize_learnable_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point, int axis, int quant_min, int quant_max, float grad_factor=1.0) -> Tensor"""
     zp = _rounded_zero_point(g, zero_point, quant_min, quant_max)
     return fake_quantize(g, x, scale, zp, quant_min, quant_max, normalize_dim(axis, rank(x)))
+
+
+def _flag(v: ir.Value) -> bool | None:
+    """A one-element flag buffer's value when it is a constant, else None."""
+    if v.const_value is None:
+        return None
+    return bool(np.asarray(v.const_value.numpy()).reshape(-1)[0])
+
+
+@translation(aten._fused_moving_avg_obs_fq_helper_functional.default)
+def fused_moving_avg_obs_fake_quant(
+        g: RuleContext, x: ir.Value, observer_on: ir.Value, fake_quant_on: ir.Value,
+        running_min: ir.Value, running_max: ir.Value, scale: ir.Value, zero_point: ir.Value,
+        averaging_const: float, quant_min: int, quant_max: int, ch_axis: int,
+        per_row_fake_quant: bool = False, symmetric_quant: bool = False) -> tuple[ir.Value, ...]:
+    """_fused_moving_avg_obs_fq_helper_functional(Tensor self, Tensor observer_on, Tensor fake_quant_on, Tensor running_min, Tensor running_max, Tensor scale, Tensor zero_point, float averaging_const, int quant_min, int quant_max, int ch_axis, bool per_row_fake_quant=False, bool symmetric_quant=False) -> (Tensor output, Tensor mask, Tensor running_min_out, Tensor running_max_out, Tensor scale_out, Tensor zero_point_out)"""
+    # A QAT FakeQuantize in inference: the observer must be off, so the stored qparams
+    # are the ones used and the running statistics pass through unchanged.
+    if _flag(observer_on) is not False:
+        raise ValueError(
+            "a FusedMovingAvgObsFakeQuantize has its observer enabled, so every call would "
+            "update its statistics; call model.apply(torch.ao.quantization.disable_observer) "
+            "(or convert the QAT model) before exporting")
+    axis = normalize_dim(ch_axis, rank(x)) if per_row_fake_quant else None
+    on = _flag(fake_quant_on)
+    if on is False:
+        out, mask = g.op.Identity(x), g.op.Expand(g.const(True, ir.DataType.BOOL),
+                                                 g.op.Shape(x))
+    else:
+        out = fake_quantize(g, x, scale, zero_point, quant_min, quant_max, axis)
+        mask = _mask(g, x, scale, zero_point, quant_min, quant_max, axis)
+        if on is None:
+            enabled = g.op.Reshape(g.op.Cast(fake_quant_on, to=ir.DataType.BOOL),
+                                   g.const([], ir.DataType.INT64))
+            out = g.op.Where(enabled, out, x)
+            mask = g.op.Or(mask, g.op.Not(enabled))
+    return (out, mask, g.op.Identity(running_min), g.op.Identity(running_max),
+            g.op.Identity(scale), g.op.Identity(zero_point))
 
 
 KEEP_UNFOLDED.update(_overloads(
