@@ -15,10 +15,16 @@ import onnx
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _capture, _compat, _decomp, _dynamic, _legacy, _save, debug, passes
+from pt2onnx import _capture, _compat, _decomp, _dynamic, _legacy, _quantized, _save, debug, passes
 from pt2onnx._registry import REGISTRY
 from pt2onnx._translate import Translator
-from pt2onnx.errors import ExportError, InvalidInputError, OpsetError, UnsupportedOperatorError
+from pt2onnx.errors import (
+    CaptureError,
+    ExportError,
+    InvalidInputError,
+    OpsetError,
+    UnsupportedOperatorError,
+)
 from pt2onnx.report import ExportReport
 from pt2onnx.verify import (
     VerificationResult,
@@ -359,8 +365,26 @@ def _export(
 
     _torchvision_rules.register()  # torchvision's ops exist only once it is imported
     with rep.stage("capture"), debug.preserving_meta():
-        captured = _capture.capture(model, args, kwargs, dynamic_shapes, trace_decompositions)
-    rep.capture_strategy = captured.strategy
+        # Eager-mode quantized modules hold what torch.export cannot capture (quantized
+        # tensors, packed weights): a copy with them in float + QDQ form is captured.
+        quantized = _quantized.needs_rewrite(model, args, kwargs)
+        try:
+            target, cargs, ckwargs = (_quantized.prepare(model, args, kwargs) if quantized
+                                      else (model, args, kwargs))
+            captured = _capture.capture(target, cargs, ckwargs, dynamic_shapes,
+                                        trace_decompositions)
+        except CaptureError as exc:
+            # torch.quantize_per_tensor (or a quantized op) in the model's own code.
+            if quantized or not isinstance(model, torch.nn.Module) or "quantiz" not in str(exc):
+                raise
+            quantized = True
+            target, cargs, ckwargs = _quantized.prepare(model, args, kwargs)
+            captured = _capture.capture(target, cargs, ckwargs, dynamic_shapes,
+                                        trace_decompositions)
+    rep.capture_strategy = captured.strategy + (
+        ", after rewriting its eager-mode quantized tensors and modules into "
+        "quantize/dequantize form"
+        if quantized else "")
     rep.fallbacks = list(captured.fallbacks)
     rep.dynamic_refinements, rep.fixed_axes = captured.refinements, captured.fixed_axes
     if captured.dynamic_shapes is not None:
@@ -508,7 +532,7 @@ def _check_leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     for path, leaf in pytree.tree_flatten_with_path((args, kwargs))[0]:
         where = ("args" if getattr(path[0], "idx", 0) == 0 else "kwargs") + pytree.keystr(path[1:])
         if isinstance(leaf, torch.Tensor):
-            if not exportable(leaf.dtype):
+            if not exportable(leaf.dtype) and not leaf.is_quantized:  # see _quantized
                 raise InvalidInputError(
                     f"input {where} has dtype {leaf.dtype}, which ONNX cannot represent. "
                     "Next step: cast it (e.g. to torch.float32 or torch.complex64) first."

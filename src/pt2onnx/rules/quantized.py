@@ -417,6 +417,13 @@ def fused_moving_avg_obs_fake_quant(
             g.op.Identity(scale), g.op.Identity(zero_point))
 
 
+@translation(aten.dequantize.self)
+def dequantize_self(g: RuleContext, x: ir.Value) -> ir.Value:
+    """dequantize.self(Tensor self) -> Tensor"""
+    # Quantized tensors travel as their float values (pt2onnx._quantized): the identity.
+    return g.cast(g.op.Identity(x), _F32)
+
+
 KEEP_UNFOLDED.update(_overloads(
     "dequantize_per_tensor.default", "dequantize_per_tensor.tensor",
     "dequantize_per_tensor.tensor2", "dequantize_per_channel.default"))
