@@ -156,7 +156,7 @@ class _Conv(_Requantized):
         self.stride, self.dilation, self.groups = m.stride, m.dilation, m.groups
         self.padding, self.output_padding = m.padding, m.output_padding
         self.padding_mode = m.padding_mode
-        self.pad = list(getattr(m, "_reversed_padding_repeated_twice", []))
+        self.pad = [int(p) for p in reversed(m.padding) for _ in range(2)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight()
