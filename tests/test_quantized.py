@@ -406,11 +406,45 @@ def test_qint8_activations():
     _within_one_step(prog.run(x)[0], expected.dequantize(), expected.q_scale())
 
 
+@pytest.mark.parametrize("dtype", [torch.qint8, torch.float16])
+def test_dynamic_quantization(dtype):
+    """quantize_dynamic's Linear: the input's qparams are chosen per call (choose_qparams,
+    7-bit under reduce_range as fbgemm does), the output stays float."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 8)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dynamic = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=dtype)
+    prog = _export(dynamic, (torch.randn(5, 16),))
+    assert ("DynamicQuantizeLinear" in _ops(prog) or "QuantizeLinear" in _ops(prog)) == (
+        dtype == torch.qint8)
+    for scale in (1.0, 4.0):  # the input's range, and so its qparams, change per call
+        x = torch.randn(5, 16) * scale
+        expected = dynamic(x).detach()
+        # as eager to float rounding; quantization itself moves outputs by ~1e-2 here
+        np.testing.assert_allclose(prog.run(x)[0], expected.numpy(), rtol=0, atol=1e-5)
+
+
+class _RNN(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lstm(x)[0]
+
+
 def test_what_has_no_qdq_form_is_refused():
     import torch.ao.nn.quantized as nnq
 
     with pytest.raises(pt2onnx.InvalidInputError, match="Embedding"):
         _export(torch.nn.Sequential(nnq.Embedding(10, 4)), (torch.tensor([1, 2]),))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rnn = torch.ao.quantization.quantize_dynamic(_RNN(), {torch.nn.LSTM})
+    with pytest.raises(pt2onnx.InvalidInputError, match="LSTM"):
+        _export(rnn, (torch.randn(3, 1, 4),))
 
     class IntRepr(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -377,10 +377,13 @@ def _export(
             # torch.quantize_per_tensor (or a quantized op) in the model's own code.
             if quantized or not isinstance(model, torch.nn.Module) or "quantiz" not in str(exc):
                 raise
-            quantized = True
             target, cargs, ckwargs = _quantized.prepare(model, args, kwargs)
-            captured = _capture.capture(target, cargs, ckwargs, dynamic_shapes,
-                                        trace_decompositions)
+            try:
+                captured = _capture.capture(target, cargs, ckwargs, dynamic_shapes,
+                                            trace_decompositions)
+            except CaptureError:
+                raise exc from None
+            quantized = True
     rep.capture_strategy = captured.strategy + (
         ", after rewriting its eager-mode quantized tensors and modules into "
         "quantize/dequantize form"

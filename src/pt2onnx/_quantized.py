@@ -138,6 +138,34 @@ class _Linear(_Requantized):
         return self._out(self.act(y) if self.act is not None else y)
 
 
+class _DynamicLinear(torch.nn.Module):
+    """``quantize_dynamic``'s Linear: the input quantized per call with qparams chosen from
+    its range (uint8, 7-bit under reduce_range, as fbgemm's linear_dynamic), the weight
+    int8 (or float16); the output stays float."""
+
+    bias: torch.Tensor | None
+
+    def __init__(self, m: Any) -> None:
+        super().__init__()
+        w = m.weight()
+        self.weight: torch.nn.Module | None = _QuantizedWeight(w) if w.is_quantized else None
+        self.register_buffer("float_weight", None if w.is_quantized else w.detach().float())
+        bias = m.bias()
+        self.register_buffer("bias", None if bias is None else bias.detach().float())
+        # nnqd.Linear passes reduce_range=True from version 4 of its state on.
+        self.qmax = 127 if (m.version or 0) >= 4 else 255
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight is None:
+            return F.linear(x, self.float_weight, self.bias)
+        qd = _qd()
+        scale, zp = qd.choose_qparams.tensor(x, 0, self.qmax, torch.finfo(torch.float32).eps,
+                                             torch.uint8)
+        q = qd.quantize_per_tensor.tensor(x, scale, zp, 0, self.qmax, torch.uint8)
+        xq = qd.dequantize_per_tensor.tensor(q, scale, zp, 0, self.qmax, torch.uint8)
+        return F.linear(xq, self.weight(), self.bias).to(x.dtype)
+
+
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 _CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 
@@ -224,13 +252,18 @@ def _swap(m: Any, qdtype: torch.dtype | None) -> torch.nn.Module | None:
     """The float replacement of quantized module ``m``; None when ``m`` is not one."""
     import torch.ao.nn.intrinsic.quantized as nniq
     import torch.ao.nn.quantized as nnq
+    import torch.ao.nn.quantized.dynamic as nnqd
 
     if isinstance(m, nnq.Quantize):
         return _Quantize(m.scale, m.zero_point, m.dtype)
     if isinstance(m, nnq.DeQuantize):
         return _Dequantize()
+    if isinstance(m, nnqd.Linear):
+        return _DynamicLinear(m)
     if isinstance(m, nnq.Linear):
         return _Linear(m, qdtype)
+    if type(m).__module__.startswith("torch.ao.nn.quantized.dynamic"):
+        return None  # dynamic RNNs and convolutions: reported as unsupported
     if isinstance(m, (nniq.ConvAdd2d, nniq.ConvAddReLU2d)):
         return None  # two inputs: reported as unsupported
     if isinstance(m, nnq.modules.conv._ConvNd):
