@@ -144,6 +144,7 @@ class _DynamicLinear(torch.nn.Module):
     int8 (or float16); the output stays float."""
 
     bias: torch.Tensor | None
+    float_weight: torch.Tensor
 
     def __init__(self, m: Any) -> None:
         super().__init__()
