@@ -22,6 +22,11 @@ import torch
 import pt2onnx
 from pt2onnx import _compat
 
+# torch 2.13 deprecates eager-mode quantization (the very models these tests export).
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*quantized tensor creation functions.*:UserWarning",
+    "ignore:torch.ao.quantization is deprecated:DeprecationWarning")
+
 qd = _compat.quantized_decomposed_ops()
 needs_qd = pytest.mark.skipif(qd is None, reason="this torch has no quantized_decomposed ops")
 
@@ -336,15 +341,19 @@ def test_quantized_inputs_outputs_and_functional_ops():
             qy = torch.quantize_per_tensor(y, 0.02, 10, torch.quint8)
             z = torch.ops.quantized.add(qx, qy, 0.03, 12)
             z = torch.nn.functional.avg_pool2d(z, 2)
-            return z.dequantize(), torch.ops.quantized.cat([qx, qy], 1, 0.05, 20)
+            # fixed qparams (1/256, 0), then requantized on the input's grid
+            s = torch.nn.functional.hardtanh(torch.sigmoid(qx), 0.1, 0.7)
+            return z.dequantize(), torch.ops.quantized.cat([qx, qy], 1, 0.05, 20), s
 
     torch.manual_seed(0)
     args = (torch.rand(1, 2, 6, 6), torch.rand(1, 2, 6, 6))
     prog = _export(Functional(), args)
-    out, cat = prog.run(*args)
-    e_out, e_cat = Functional()(*args)
+    out, cat, sig = prog.run(*args)
+    e_out, e_cat, e_sig = Functional()(*args)
     _within_one_step(out, e_out, 0.03)
     _within_one_step(cat, e_cat.dequantize(), 0.05)
+    assert e_sig.q_scale() == 1 / 256
+    _within_one_step(sig, e_sig.dequantize(), 1 / 256)
 
 
 def _q(shape: tuple[int, ...], dtype: torch.dtype = torch.quint8) -> torch.Tensor:

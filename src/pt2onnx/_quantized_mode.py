@@ -7,8 +7,9 @@ dequantized value. What the model's forward does to it between modules is seen b
 - ops that keep a quantized tensor's qparams and values exactly (``flatten``, ``relu``,
   ``max_pool2d``, indexing, ...) pass them on;
 - ops torch computes in float and rounds back onto the input's grid (``avg_pool2d``,
-  ``adaptive_avg_pool2d``, ``interpolate``, ``mean``) get that rounding as a
-  quantize/dequantize pair;
+  ``adaptive_avg_pool2d``, ``interpolate``, ``mean``, ``hardtanh``, ...) get that
+  rounding as a quantize/dequantize pair, and ``sigmoid``, ``hardsigmoid`` and ``tanh``
+  the fixed qparams torch's quantized kernels give them;
 - ``torch.quantize_per_tensor`` / ``quantize_per_channel`` become a quantize/dequantize
   pair, ``Tensor.dequantize`` is the identity, and the ``torch.ops.quantized`` ops
   (``add``, ``cat``, ``linear``, ``conv2d``, ...) become their float forms, requantized
@@ -37,7 +38,7 @@ class QParams(NamedTuple):
 # Ops after which a quantized tensor keeps its qparams and its values stay on the grid.
 _KEEP = frozenset({
     "flatten", "reshape", "view", "permute", "transpose", "contiguous", "clone", "squeeze",
-    "unsqueeze", "__getitem__", "relu", "relu_", "relu6", "hardtanh", "max_pool1d",
+    "unsqueeze", "__getitem__", "relu", "relu_", "max_pool1d",
     "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "dropout",
     "chunk", "split", "unbind", "expand", "narrow", "detach", "dequantize", "float", "to",
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle",
@@ -46,7 +47,14 @@ _KEEP = frozenset({
 _ROUND = frozenset({
     "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
     "adaptive_avg_pool3d", "interpolate", "upsample", "upsample_bilinear", "mean",
+    "relu6", "hardtanh", "clamp", "leaky_relu", "gelu",
 })
+# Ops whose quantized kernels write fixed qparams: name -> (scale, zero point by dtype).
+_FIXED = {
+    "sigmoid": (1 / 256, {torch.quint8: 0, torch.qint8: -128}),
+    "hardsigmoid": (1 / 256, {torch.quint8: 0, torch.qint8: -128}),
+    "tanh": (2 / 256, {torch.quint8: 128, torch.qint8: 0}),
+}
 # Reading a quantized tensor's integer form has no float-value equivalent.
 _INTEGER_VIEWS = frozenset({
     "int_repr", "q_scale", "q_zero_point", "q_per_channel_scales", "q_per_channel_zero_points",
@@ -108,6 +116,10 @@ class QParamTracker(TorchFunctionMode):
             return out
         if name in _ROUND and isinstance(out, torch.Tensor):
             return self.tag(requantize(out, qp), qp)
+        if name in _FIXED and isinstance(out, torch.Tensor) and qp.qdtype in _FIXED[name][1]:
+            scale, zero_points = _FIXED[name]
+            fixed = QParams(scale, zero_points[qp.qdtype], qp.qdtype)
+            return self.tag(requantize(out, fixed), fixed)
         if name in _KEEP:
             return self.tag(out, qp)
         return out
