@@ -166,6 +166,39 @@ def test_dynamic_quantization_choose_qparams():
 
 
 @needs_qd
+def test_per_token_and_per_group_ops():
+    """torchao's 8-bit dynamic activation / 4-bit weight pattern: per-token activations,
+    per-group weights (torch's own implementations traced as decompositions), and
+    symmetric qparams."""
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.register_buffer("w", torch.randint(-8, 8, (8, 32), dtype=torch.int8))
+            self.register_buffer("w_scales", torch.rand(8, 4) * 0.1 + 0.01)
+            self.register_buffer("w_zps", torch.zeros(8, 4, dtype=torch.int64))
+
+        def forward(self, x: torch.Tensor) -> Any:
+            scales, zps = qd.choose_qparams_per_token_asymmetric(x, torch.int8)
+            q = qd.quantize_per_token(x, scales, zps, -128, 127, torch.int8)
+            xq = qd.dequantize_per_token(q, scales, zps, -128, 127, torch.int8, torch.float32)
+            w = qd.dequantize_per_channel_group(self.w, self.w_scales, self.w_zps, -8, 7,
+                                                torch.int8, 8, torch.float32)
+            sym_scale, sym_zp = qd.choose_qparams_symmetric.tensor(x, -128, 127, 1e-7,
+                                                                   torch.int8)
+            return q, torch.nn.functional.linear(xq, w), sym_scale, sym_zp
+
+    model, x = Net(), torch.randn(2, 5, 32)
+    prog = _export(model, (x,))
+    q, y, sym_scale, sym_zp = prog.run(x)
+    e_q, e_y, e_scale, e_zp = model(x)
+    _within_one_step(q, e_q)
+    np.testing.assert_allclose(y, e_y.numpy(), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(sym_scale, e_scale.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(sym_zp, e_zp.numpy())
+
+
+@needs_qd
 def test_int8_weights_stay_int8():
     """A dequantized constant weight is not folded to float: the int8 tensor is stored and a
     DequantizeLinear feeds the Conv, which onnxruntime fuses into an integer kernel."""

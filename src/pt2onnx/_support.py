@@ -210,6 +210,9 @@ for _name in ("quantize_per_tensor.default", "quantize_per_tensor.tensor",
 for _name in ("dequantize_per_tensor.default", "dequantize_per_tensor.tensor",
               "dequantize_per_tensor.tensor2", "dequantize_per_channel.default"):
     NOTES[f"quantized_decomposed::{_name}"] = _DEQUANTIZE
+NOTES["quantized_decomposed::choose_qparams_symmetric.tensor"] = (
+    "torch.ao's determine_qparams (per-tensor symmetric) as ReduceMin/ReduceMax "
+    "arithmetic; equal to eager's in tests")
 NOTES["quantized_decomposed::choose_qparams.tensor"] = (
     "torch.ao's determine_qparams (per-tensor affine) as ReduceMin/ReduceMax arithmetic; "
     "scale and zero point equal eager's in tests")

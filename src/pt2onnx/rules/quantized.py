@@ -23,7 +23,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _compat
+from pt2onnx import _compat, _decomp_extra
 from pt2onnx._builder import RuleContext, onnx_dtype, torch_dtype
 from pt2onnx._registry import KEEP_UNFOLDED, translation
 from pt2onnx.rules._common import aten, normalize_dim, rank
@@ -257,6 +257,25 @@ def choose_qparams(g: RuleContext, x: ir.Value, quant_min: int, quant_max: int, 
             g.op.Reshape(g.op.Cast(zp, to=ir.DataType.INT64), one))
 
 
+@translation(_overloads("choose_qparams_symmetric.tensor"))
+def choose_qparams_symmetric(g: RuleContext, x: ir.Value, quant_min: int, quant_max: int,
+                             eps: float, dtype: torch.dtype) -> tuple[ir.Value, ir.Value]:
+    """choose_qparams_symmetric.tensor(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype) -> (Tensor, Tensor)"""
+    # determine_qparams, per-tensor symmetric: scale from the largest magnitude; the zero
+    # point is 0, or 128 for uint8.
+    x = g.cast(x, _F32)
+    zero = g.const(0.0, _F32)
+    low = g.op.Min(g.op.ReduceMin(x, keepdims=0), zero)
+    high = g.op.Max(g.op.ReduceMax(x, keepdims=0), zero)
+    scale = g.op.Div(g.op.Max(g.op.Neg(low), high),
+                     g.const(float(quant_max - quant_min) / 2, _F32))
+    scale = g.op.Max(scale, g.const(float(np.float32(eps)), _F32))
+    one = g.const([1], ir.DataType.INT64)
+    zp = 128 if dtype in (torch.uint8, torch.quint8) else 0
+    return (g.op.Reshape(g.cast(scale, ir.DataType.DOUBLE), one),
+            g.const([zp], ir.DataType.INT64))
+
+
 # -- fake quantization (QAT) ------------------------------------------------------------
 def _storage(g: RuleContext, qmin: int, qmax: int) -> torch.dtype | None:
     """The narrowest integer dtype QuantizeLinear takes at this opset that holds the range."""
@@ -423,6 +442,10 @@ def dequantize_self(g: RuleContext, x: ir.Value) -> ir.Value:
     # Quantized tensors travel as their float values (pt2onnx._quantized): the identity.
     return g.cast(g.op.Identity(x), _F32)
 
+
+# PT2E's per-token and per-group ops (torchao's 8-bit dynamic activation, 4-bit weight
+# flows): torch's own Python implementations, traced as decompositions into ATen.
+_decomp_extra.TABLE.update(_compat.quantized_decomposed_kernels())
 
 KEEP_UNFOLDED.update(_overloads(
     "dequantize_per_tensor.default", "dequantize_per_tensor.tensor",
