@@ -351,6 +351,39 @@ def test_eager_quantized_cnn():
     torch.testing.assert_close(model(x), expected)
 
 
+@pytest.mark.parametrize("reference", [False, True], ids=["convert_fx", "reference"])
+def test_fx_graph_mode_quantized(reference):
+    """FX graph mode: a GraphModule with quantized modules and torch.quantize_per_tensor
+    calls whose qparams are buffers (convert_fx), or reference modules that quantize
+    their weights in forward (convert_to_reference_fx)."""
+    import torch.ao.quantization as tq
+    from torch.ao.quantization import quantize_fx
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.fc = torch.nn.Conv2d(3, 8, 3), torch.nn.Linear(8, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = torch.nn.functional.adaptive_avg_pool2d(torch.relu(self.conv(x)), 1)
+            return self.fc(x.flatten(1))
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prepared = quantize_fx.prepare_fx(Net().eval(), tq.get_default_qconfig_mapping("x86"),
+                                          (x,))
+        for _ in range(3):
+            prepared(torch.randn(2, 3, 8, 8))
+        convert = quantize_fx.convert_to_reference_fx if reference else quantize_fx.convert_fx
+        model = convert(prepared)
+    prog = _export(model, (x,))
+    assert "QuantizeLinear" in _ops(prog)
+    step = float(model.fc_scale_0 if reference else model.fc.scale)  # the output's qparams
+    _within_one_step(prog.run(x)[0], model(x), step, rare=0.05)
+
+
 def test_quantized_inputs_outputs_and_functional_ops():
     """torch.onnx's quantized tests' style: quantized tensors in and out (they travel as
     their dequantized float values), and quantized ops called in forward."""

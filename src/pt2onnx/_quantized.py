@@ -49,11 +49,16 @@ def _qd() -> Any:
     return ns
 
 
-def _requantize(x: torch.Tensor, scale: float, zero_point: int,
+def _requantize(x: torch.Tensor, scale: float | torch.Tensor, zero_point: int | torch.Tensor,
                 qdtype: torch.dtype) -> torch.Tensor:
     """x rounded to the grid of a quantized tensor with these qparams (a Q -> DQ pair)."""
     dtype, qmin, qmax = _INT[qdtype]
     qd = _qd()
+    if isinstance(scale, torch.Tensor) or isinstance(zero_point, torch.Tensor):
+        # qparams held in buffers (FX's convert_fx): the .tensor overloads
+        scale, zero_point = torch.as_tensor(scale), torch.as_tensor(zero_point)
+        q = qd.quantize_per_tensor.tensor(x, scale, zero_point, qmin, qmax, dtype)
+        return qd.dequantize_per_tensor.tensor(q, scale, zero_point, qmin, qmax, dtype)
     q = qd.quantize_per_tensor(x, scale, zero_point, qmin, qmax, dtype)
     return qd.dequantize_per_tensor(q, scale, zero_point, qmin, qmax, dtype)
 
@@ -347,8 +352,11 @@ _FLOAT_OK = frozenset({"FloatFunctional", "FXFloatFunctional"})
 
 
 def _is_quantized_module(m: torch.nn.Module) -> bool:
-    return (type(m).__module__.startswith(_QUANTIZED_PACKAGES)
-            and type(m).__name__ not in _FLOAT_OK)
+    # Reference modules (FX's convert_to_reference_fx) are float modules that quantize
+    # and dequantize their weight in forward: captured as they are, under the tracker.
+    where = type(m).__module__
+    return (where.startswith(_QUANTIZED_PACKAGES) and type(m).__name__ not in _FLOAT_OK
+            and not where.startswith("torch.ao.nn.quantized.reference"))
 
 
 def _output_dtypes(model: torch.nn.Module, args: tuple[Any, ...],
@@ -456,7 +464,15 @@ def prepare(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
 
     inputs = _input_qparams(args, kwargs)
     module = rewrite(model, args, kwargs) if has_quantized_modules(model) else copy.copy(model)
-    original = module.forward
+    original: Callable[..., Any]
+    if isinstance(module, torch.fx.GraphModule):
+        # torch.export runs a GraphModule with an FX interpreter, past forward (and so
+        # past the tracker): its code runs on a plain module sharing its attributes.
+        code = _GraphCode()
+        code.__dict__.update(module.__dict__)
+        module, original = code, functools.partial(type(module).forward, code)
+    else:
+        original = module.forward
 
     @functools.wraps(original)
     def forward(*a: Any, **k: Any) -> Any:
@@ -468,6 +484,10 @@ def prepare(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     module.forward = forward
     args, kwargs = pytree.tree_map(_float_value, (args, kwargs))
     return module, args, kwargs
+
+
+class _GraphCode(torch.nn.Module):
+    """A GraphModule's attributes, run through its generated forward (set by prepare)."""
 
 
 def _float_value(x: Any) -> Any:

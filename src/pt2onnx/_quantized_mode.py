@@ -30,8 +30,8 @@ from pt2onnx.errors import InvalidInputError
 
 
 class QParams(NamedTuple):
-    scale: float
-    zero_point: int
+    scale: float | torch.Tensor  # a tensor where the model keeps them in buffers
+    zero_point: int | torch.Tensor
     qdtype: torch.dtype
 
 
@@ -156,13 +156,9 @@ def _quantize_per_tensor(tracker: QParamTracker, x: Any, scale: Any, zero_point:
             "torch.quantize_per_tensor on a list of tensors is not supported. "
             "Next step: quantize each tensor.")
     if isinstance(scale, torch.Tensor) or isinstance(zero_point, torch.Tensor):
-        from pt2onnx._quantized import _INT, _qd
-
-        int_dtype, qmin, qmax = _INT[dtype]
-        qd = _qd()
-        q = qd.quantize_per_tensor.tensor(x.float(), scale, zero_point, qmin, qmax, int_dtype)
-        return qd.dequantize_per_tensor.tensor(q, scale, zero_point, qmin, qmax, int_dtype)
-    qp = QParams(float(scale), int(zero_point), dtype)
+        qp = QParams(scale, zero_point, dtype)
+    else:
+        qp = QParams(float(scale), int(zero_point), dtype)
     return tracker.tag(requantize(x.float(), qp), qp)
 
 
