@@ -367,17 +367,20 @@ def _export(
     with rep.stage("capture"), debug.preserving_meta():
         # Eager-mode quantized modules hold what torch.export cannot capture (quantized
         # tensors, packed weights): a copy with them in float + QDQ form is captured.
-        quantized = _quantized.needs_rewrite(model, args, kwargs)
+        source = None if isinstance(model, torch.export.ExportedProgram) else (
+            _capture.as_module(model))
+        quantized = source is not None and _quantized.needs_rewrite(source, args, kwargs)
         try:
-            target, cargs, ckwargs = (_quantized.prepare(model, args, kwargs) if quantized
+            target, cargs, ckwargs = (_quantized.prepare(source, args, kwargs)
+                                      if quantized and source is not None
                                       else (model, args, kwargs))
             captured = _capture.capture(target, cargs, ckwargs, dynamic_shapes,
                                         trace_decompositions)
         except CaptureError as exc:
             # torch.quantize_per_tensor (or a quantized op) in the model's own code.
-            if quantized or not isinstance(model, torch.nn.Module) or "quantiz" not in str(exc):
+            if quantized or source is None or "quantiz" not in str(exc):
                 raise
-            target, cargs, ckwargs = _quantized.prepare(model, args, kwargs)
+            target, cargs, ckwargs = _quantized.prepare(source, args, kwargs)
             try:
                 captured = _capture.capture(target, cargs, ckwargs, dynamic_shapes,
                                             trace_decompositions)
