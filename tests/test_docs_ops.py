@@ -19,6 +19,10 @@ def _missing_here(line: str) -> bool:
                      "notes give known failures and, for approximations, the measured "
                      "accuracy."):
         return True
+    if line.startswith("| `quantized_decomposed::"):
+        from pt2onnx import _compat
+
+        return _compat.quantized_decomposed_ops() is None
     if not line.startswith("| `aten::"):
         return False
     packet, overload = line.split("`")[1].removeprefix("aten::").split(".")

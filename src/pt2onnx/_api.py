@@ -15,10 +15,11 @@ import onnx
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _capture, _compat, _decomp, _dynamic, _legacy, _save, debug, passes
+from pt2onnx import _capture, _compat, _decomp, _dynamic, _legacy, _quantized, _save, debug, passes
 from pt2onnx._registry import REGISTRY
 from pt2onnx._translate import Translator
 from pt2onnx.errors import (
+    CaptureError,
     ExportError,
     InvalidInputError,
     OpsetError,
@@ -385,9 +386,34 @@ def _export(
     record = not any(_capture.composite(op) for op in custom)
 
     def capture(record: bool) -> _capture.CaptureResult:
+        def attempt(target: Any, cargs: tuple[Any, ...], ckwargs: dict[str, Any],
+                    ) -> _capture.CaptureResult:
+            return _capture.capture(target, cargs, ckwargs, dynamic_shapes,
+                                    trace_decompositions, has_rule, record=record)
+
         with debug.preserving_meta():
-            return _capture.capture(model, args, kwargs, dynamic_shapes, trace_decompositions,
-                                    has_rule, record=record)
+            # Eager-mode quantized modules hold what torch.export cannot capture (quantized
+            # tensors, packed weights): a copy with them in float + QDQ form is captured.
+            source = None if isinstance(model, torch.export.ExportedProgram) else (
+                _capture.as_module(model))
+            quantized = source is not None and _quantized.needs_rewrite(source, args, kwargs)
+            try:
+                captured = attempt(*(_quantized.prepare(source, args, kwargs)
+                                     if quantized and source is not None
+                                     else (model, args, kwargs)))
+            except CaptureError as exc:
+                # torch.quantize_per_tensor (or a quantized op) in the model's own code.
+                if quantized or source is None or "quantiz" not in str(exc):
+                    raise
+                try:
+                    captured = attempt(*_quantized.prepare(source, args, kwargs))
+                except CaptureError:
+                    raise exc from None
+                quantized = True
+        if quantized:
+            captured.strategy += (", after rewriting its eager-mode quantized tensors and "
+                                  "modules into quantize/dequantize form")
+        return captured
 
     def decompose(captured: _capture.CaptureResult) -> torch.export.ExportedProgram:
         why = None if captured.traced else _decomp.reason_to_decompose(captured.program, has_rule)
@@ -563,7 +589,7 @@ def _check_leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     for path, leaf in pytree.tree_flatten_with_path((args, kwargs))[0]:
         where = ("args" if getattr(path[0], "idx", 0) == 0 else "kwargs") + pytree.keystr(path[1:])
         if isinstance(leaf, torch.Tensor):
-            if not exportable(leaf.dtype):
+            if not exportable(leaf.dtype) and not leaf.is_quantized:  # see _quantized
                 raise InvalidInputError(
                     f"input {where} has dtype {leaf.dtype}, which ONNX cannot represent. "
                     "Next step: cast it (e.g. to torch.float32 or torch.complex64) first."

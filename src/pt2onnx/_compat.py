@@ -309,3 +309,46 @@ def uint8_index_masks() -> Any:
             meta.meta_index_Tensor = original  # type: ignore[union-attr]
 
     return patched()
+
+
+def quantized_decomposed_ops() -> Any:
+    """The ``torch.ops.quantized_decomposed`` namespace (PT2E's quantize/dequantize ops),
+    registered by importing ``torch.ao.quantization.fx._decomposed``; None where this
+    torch no longer ships it (PT2E moved to torchao, which registers the same ops)."""
+    try:
+        import torch.ao.quantization.fx._decomposed  # registers the ops
+
+        ns = torch.ops.quantized_decomposed
+        ns.quantize_per_tensor.default  # noqa: B018  (raises if absent)
+    except (ImportError, AttributeError, RuntimeError):
+        return None
+    return ns
+
+
+def quantized_decomposed_kernels() -> dict[Any, Any]:
+    """torch's Python implementations of the ``quantized_decomposed`` ops that pt2onnx
+    has no rule for (per-token and per-group quantization, symmetric qparams), keyed by
+    op: traced as decompositions, they become ATen ops with rules."""
+    ns = quantized_decomposed_ops()
+    if ns is None:
+        return {}
+    import torch.ao.quantization.fx._decomposed as impl
+
+    names = {
+        "quantize_per_token.default": "quantize_per_token",
+        "dequantize_per_token.default": "dequantize_per_token",
+        "choose_qparams_per_token.default": "choose_qparams_per_token",
+        "choose_qparams_per_token_asymmetric.default": "choose_qparams_per_token_asymmetric",
+        "quantize_per_channel_group.default": "quantize_per_channel_group",
+        "dequantize_per_channel_group.default": "dequantize_per_channel_group",
+        "choose_qparams_symmetric.tensor": "choose_qparams_symmetric_tensor",
+        "convert_element_type.no_fuse": "convert_element_type",
+    }
+    found = {}
+    for op_name, fn_name in names.items():
+        packet, overload = op_name.split(".")
+        op = getattr(getattr(ns, packet, None), overload, None)
+        fn = getattr(impl, fn_name, None)
+        if op is not None and callable(fn):
+            found[op] = fn
+    return found

@@ -105,6 +105,11 @@ def _expand(op: Any) -> Iterable[Any]:
 
 REGISTRY = Registry()
 
+# Ops the translator never folds, even when every input is a constant: a dequantize
+# of a constant int8 weight stays a DequantizeLinear over the int8 initializer, the
+# QDQ form that runtimes fuse into integer kernels (folding would store float weights).
+KEEP_UNFOLDED: set[Any] = set()
+
 
 def translation(op: Any, *, since: int = 1, registry: Registry | None = None,
                 complex: bool = False) -> Callable[[F], F]:

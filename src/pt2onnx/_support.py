@@ -231,6 +231,50 @@ NOTES.update({
     "static sizes; relative error vs torch < 7e-7 in float32 (torch's own float32 "
     "error), < 1e-15 in float64; U and Vh raise (their signs follow LAPACK)",
 })
+_QUANTIZE = (
+    "QuantizeLinear (uint8/int8; int16/uint16 from opset 21; other dtypes as Round/Clip/Cast); "
+    "a quant range narrower than the dtype's clamps the float input first, so Q and DQ stay "
+    "adjacent; torch rounds x * (1/scale), QuantizeLinear x / scale, so a tie may land one "
+    "step away (measured on a PT2E CNN run as written, without onnxruntime's QDQ fusion: every "
+    "activation equals eager's; at most 1 step in tests)"
+)
+_DEQUANTIZE = (
+    "DequantizeLinear (uint8/int8/int32; int16/uint16 from opset 21); exact; never folded, "
+    "so a constant int8 weight stays int8 in the file"
+)
+_FAKE_QUANTIZE = (
+    "QuantizeLinear -> DequantizeLinear over the smallest of uint8/int8/uint16/int16 that "
+    "holds [quant_min, quant_max] (16-bit from opset 21), else Round/Clip arithmetic; a float "
+    "zero point is added before rounding, as torch does (arithmetic); within one scale step of "
+    "eager, a step only on ties"
+)
+for _name in ("quantize_per_tensor.default", "quantize_per_tensor.tensor",
+              "quantize_per_tensor.tensor2", "quantize_per_channel.default"):
+    NOTES[f"quantized_decomposed::{_name}"] = _QUANTIZE
+for _name in ("dequantize_per_tensor.default", "dequantize_per_tensor.tensor",
+              "dequantize_per_tensor.tensor2", "dequantize_per_channel.default"):
+    NOTES[f"quantized_decomposed::{_name}"] = _DEQUANTIZE
+NOTES["quantized_decomposed::choose_qparams_symmetric.tensor"] = (
+    "torch.ao's determine_qparams (per-tensor symmetric) as ReduceMin/ReduceMax "
+    "arithmetic; equal to eager's in tests")
+NOTES["quantized_decomposed::choose_qparams.tensor"] = (
+    "torch.ao's determine_qparams (per-tensor affine) as ReduceMin/ReduceMax arithmetic; "
+    "scale and zero point equal eager's in tests")
+for _name in ("fake_quantize_per_tensor_affine.default",
+              "fake_quantize_per_tensor_affine.tensor_qparams",
+              "fake_quantize_per_tensor_affine_cachemask.default",
+              "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default",
+              "fake_quantize_per_channel_affine.default",
+              "fake_quantize_per_channel_affine_cachemask.default",
+              "_fake_quantize_learnable_per_tensor_affine.default",
+              "_fake_quantize_learnable_per_channel_affine.default"):
+    NOTES[f"aten::{_name}"] = _FAKE_QUANTIZE
+NOTES["aten::_fused_moving_avg_obs_fq_helper_functional.default"] = (
+    "QAT's FusedMovingAvgObsFakeQuantize with its observer off (an error says to call "
+    "disable_observer otherwise): as fake_quantize with the stored scale and zero point; "
+    "matches eager exactly in tests")
+NOTES["aten::dequantize.self"] = (
+    "identity: quantized tensors travel as their dequantized float values (docs/migration.md)")
 NOTES["aten::igammac.default"] = NOTES["aten::igamma.default"]
 for _overload in ("default", "other_scalar", "self_scalar"):
     NOTES.setdefault(f"aten::special_zeta.{_overload}", NOTES["aten::special_zeta.default"])
@@ -263,9 +307,11 @@ def support_matrix() -> list[dict[str, Any]]:
     for op in KEEP:
         ops.setdefault(op_name(op), op)
     for op in REGISTRY.ops():
-        # ATen and prims only: third-party rules (torchvision's, registered once it is
-        # imported) and rules users add would make the page depend on what was imported.
-        if isinstance(op, torch._ops.OpOverload) and op.namespace in ("aten", "prims"):
+        # ATen, prims and PT2E's quantize ops (rules/quantized.py registers them) only:
+        # third-party rules (torchvision's, registered once it is imported) and rules
+        # users add would make the page depend on what was imported.
+        if isinstance(op, torch._ops.OpOverload) and op.namespace in (
+                "aten", "prims", "quantized_decomposed"):
             ops.setdefault(op_name(op), op)
     rows = []
     for name in sorted(ops):

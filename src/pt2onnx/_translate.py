@@ -21,7 +21,7 @@ from pt2onnx._fx_meta import (
     source_of,
     type_of,
 )
-from pt2onnx._registry import Registry, RuleEntry, op_name
+from pt2onnx._registry import KEEP_UNFOLDED, Registry, RuleEntry, op_name
 from pt2onnx.errors import (
     InvalidInputError,
     MissingOp,
@@ -524,6 +524,8 @@ class Translator:
 
     # -- constant folding ---------------------------------------------------
     def _foldable(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
+        if target in KEEP_UNFOLDED:
+            return False
         if isinstance(target, torch._ops.OpOverload):
             if torch.Tag.nondeterministic_seeded in target.tags or target._schema.is_mutable:
                 return False

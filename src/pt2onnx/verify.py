@@ -128,6 +128,8 @@ def flatten_outputs(tree: Any) -> list[torch.Tensor]:
 def to_numpy(t: torch.Tensor) -> np.ndarray:
     """t as onnxruntime feeds and returns it: a complex tensor as ``view_as_real(t)``."""
     t = t.detach().cpu()
+    if t.is_quantized:  # a quantized tensor travels as its dequantized values (_quantized)
+        t = t.dequantize()
     if t.is_complex():
         t = torch.view_as_real(t.resolve_conj().resolve_neg())
     if t.dtype == torch.bfloat16:

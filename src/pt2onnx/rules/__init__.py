@@ -29,6 +29,7 @@ from pt2onnx.rules import (  # noqa: F401
     nn,
     norm,
     polynomials,
+    quantized,
     random,
     reduction,
     rnn,
