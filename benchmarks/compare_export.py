@@ -214,7 +214,7 @@ def worker(exporter: str, model_name: str, out_dir: Path, latency_runs: int) -> 
     if exporter == "pt2onnx":
         import pt2onnx
     else:
-        import torch.onnx  # noqa: F401
+        import torch.onnx
     result["import_s"] = time.perf_counter() - start
     baseline = _rss()
     start = time.perf_counter()
