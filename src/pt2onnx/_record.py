@@ -66,6 +66,7 @@ _ESCAPES = {
     torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.data_ptr,
     torch.Tensor.__dlpack__, torch.Tensor.untyped_storage,
 }
+_DATA = torch.Tensor.data  # its __get__ (a fresh method-wrapper each time) is what's seen
 _VALUE_OPS = {aten.is_nonzero.default, aten._local_scalar_dense.default}
 # Ops whose output shape comes from their inputs' values without the dynamic_output_shape
 # tag saying so.
@@ -86,7 +87,9 @@ class _Recording:
         self.graph = torch.fx.Graph()
         self.env: Any = WeakIdKeyDictionary()  # tensor -> fx.Node
         self.tainted: set[torch.fx.Node] = set()
-        self.viewed: set[int] = set()  # ids of tensors some recorded view is based on
+        # ids of tensors that share memory with another tensor (a view, its base, an
+        # aliasing op's input and output): mutating one needs functionalization.
+        self.viewed: set[int] = set()
         self.state: dict[int, tuple[str, bool, torch.Tensor]] = {}
         for name, p in module.named_parameters():
             self.state.setdefault(id(p), (name, True, p))
@@ -314,6 +317,10 @@ class _Dispatch(TorchDispatchMode):
             return self._inplace(func, args, kwargs, inputs)
         out = func(*args, **kwargs)
         rec.record(func, args, kwargs, out, inputs)
+        if any(r.alias_info is not None for r in schema.returns):
+            # A view (or alias) of its input: neither may be mutated later.
+            rec.viewed.update(id(t) for t in tensors)
+            rec.viewed.update(id(t) for t in _tensors(out))
         return out
 
     def _inplace(self, func: Any, args: Any, kwargs: Any, inputs: list[torch.fx.Node]) -> Any:
@@ -354,6 +361,14 @@ class _Functions(TorchFunctionMode):
                 if rec.env.get(t) in rec.tainted:
                     raise Unrecordable(
                         f"Tensor.{func.__name__} reads values that depend on the inputs")
+        if getattr(func, "__self__", None) is _DATA and func.__name__ == "__get__":
+            # x.data: an alias made outside the dispatcher; it stands for x's node.
+            out = func(*args, **kwargs)
+            node = rec.env.get(args[0])
+            if node is not None:
+                rec.env[out] = node
+            rec.viewed.update((id(args[0]), id(out)))
+            return out
         op = _WHOLE.get(func)
         if op is not None and rec.has_rule(op):
             bound = _bind_schema(op, args, kwargs)
@@ -472,6 +487,10 @@ def record(
                                            target=None))
     rec.graph.output(tuple(outputs))
     _dead_code(rec.graph)
+    # Weights and constants only something dropped as dead code read are left out.
+    for node in [*(n for n, _, _ in rec.state_nodes), *rec.constant_nodes]:
+        if not node.users:
+            rec.graph.erase_node(node)
     live = {n for n in rec.graph.nodes if n.op == "placeholder"}
     input_specs: list[Any] = []
     for node, name, is_param in rec.state_nodes:
