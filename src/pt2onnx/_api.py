@@ -355,9 +355,11 @@ def _export(
         # A trace decomposes as it goes: only the ops that have no rule.
         return {op: fn for op, fn in _decomp.decomposition_table(keep).items() if not has_rule(op)}
 
+    from pt2onnx.rules import moe as _moe_rules
     from pt2onnx.rules import torchvision as _torchvision_rules
 
     _torchvision_rules.register()  # torchvision's ops exist only once it is imported
+    _moe_rules.register()  # so do transformers' (its grouped matmul)
     with rep.stage("capture"), debug.preserving_meta():
         captured = _capture.capture(model, args, kwargs, dynamic_shapes, trace_decompositions)
     rep.capture_strategy = captured.strategy

@@ -22,6 +22,7 @@ from pt2onnx.rules import (  # noqa: F401
     indexing,
     linalg,
     linalg_solve,
+    moe,
     nn,
     norm,
     polynomials,

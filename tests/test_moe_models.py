@@ -1,0 +1,166 @@
+"""Mixture-of-experts decoders from transformers, built from tiny configs (random weights).
+
+Each exports once with a dynamic batch and sequence and must match eager at the
+example and at a second input whose routing differs (another batch size, sequence
+length and tokens): the per-expert token counts are data, so a graph specialised to
+the example's routing fails the second input. The test checks that the routing does
+differ, in the first MoE layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+import pytest
+import torch
+
+import pt2onnx
+
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+VOCAB = 128
+TINY: dict[str, Any] = dict(
+    vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2, hidden_size=32,
+    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    max_position_embeddings=64, use_cache=False,
+    # A wider init than the default 0.02 so the router's choices depend on the tokens.
+    initializer_range=0.2,
+)
+# Router-logit outputs are asked for where the model returns them.
+LOGITS = {"output_router_logits": True}
+
+
+def _mixtral() -> Any:
+    return transformers.MixtralForCausalLM(transformers.MixtralConfig(
+        intermediate_size=64, num_local_experts=4, num_experts_per_tok=2, **TINY))
+
+
+def _qwen3_moe() -> Any:
+    return transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
+        intermediate_size=64, moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
+        head_dim=8, norm_topk_prob=True, **TINY))
+
+
+def _olmoe() -> Any:
+    return transformers.OlmoeForCausalLM(transformers.OlmoeConfig(
+        intermediate_size=16, num_experts=4, num_experts_per_tok=2, **TINY))
+
+
+def _gpt_oss() -> Any:
+    # GPT-OSS: biased experts, a clamped gated activation, router bias, sliding layers.
+    cfg = dict(TINY, max_position_embeddings=4096)
+    return transformers.GptOssForCausalLM(transformers.GptOssConfig(
+        intermediate_size=16, num_local_experts=4, num_experts_per_tok=2, head_dim=8,
+        sliding_window=4, **cfg))
+
+
+def _granitemoe() -> Any:
+    return transformers.GraniteMoeForCausalLM(transformers.GraniteMoeConfig(
+        intermediate_size=16, num_local_experts=4, num_experts_per_tok=2, **TINY))
+
+
+def _qwen2_moe() -> Any:
+    # A shared expert with a sigmoid gate beside the routed ones; top-k not renormalised.
+    return transformers.Qwen2MoeForCausalLM(transformers.Qwen2MoeConfig(
+        intermediate_size=64, moe_intermediate_size=16, shared_expert_intermediate_size=32,
+        num_experts=4, num_experts_per_tok=2, **TINY))
+
+
+def _granitemoeshared() -> Any:
+    return transformers.GraniteMoeSharedForCausalLM(transformers.GraniteMoeSharedConfig(
+        intermediate_size=16, shared_intermediate_size=16, num_local_experts=4,
+        num_experts_per_tok=2, **TINY))
+
+
+def _deepseek_v3() -> Any:
+    # Group-limited routing (sigmoid scores, a correction bias, top groups), a shared
+    # expert, a scaling factor, one dense layer first.
+    cfg = dict(TINY, num_hidden_layers=3, num_key_value_heads=4)
+    return transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(
+        intermediate_size=64, moe_intermediate_size=16, n_shared_experts=1, n_routed_experts=8,
+        n_group=4, topk_group=2, num_experts_per_tok=2, first_k_dense_replace=1,
+        kv_lora_rank=16, q_lora_rank=None, qk_rope_head_dim=4, qk_nope_head_dim=4,
+        v_head_dim=8, **cfg))
+
+
+def _phimoe() -> Any:
+    # PhiMoE's sparsemixer router.
+    return transformers.PhimoeForCausalLM(transformers.PhimoeConfig(
+        intermediate_size=16, num_local_experts=4, num_experts_per_tok=2, **TINY))
+
+
+CASES = {
+    "mixtral": (_mixtral, LOGITS),
+    "qwen3_moe": (_qwen3_moe, LOGITS),
+    "olmoe": (_olmoe, LOGITS),
+    "gpt_oss": (_gpt_oss, LOGITS),
+    "granitemoe": (_granitemoe, LOGITS),
+    "qwen2_moe": (_qwen2_moe, LOGITS),
+    "granitemoeshared": (_granitemoeshared, LOGITS),
+    "deepseek_v3": (_deepseek_v3, {}),
+    "phimoe": (_phimoe, LOGITS),
+}
+
+
+def _inputs(batch: int, seq: int, seed: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, VOCAB, (batch, seq), generator=gen)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    mask[-1, seq - 2:] = 0  # right padding on the last row
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def _expert_counts(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Tokens per expert in the first routed layer, from its experts' top-k indices."""
+    seen: list[torch.Tensor] = []
+    experts = next(m for name, m in model.named_modules() if name.endswith("experts")
+                   and hasattr(m, "num_experts"))
+
+    def hook(module: Any, args: tuple[Any, ...]) -> None:
+        seen.append(torch.bincount(args[1].reshape(-1), minlength=module.num_experts))
+
+    handle = experts.register_forward_pre_hook(hook)
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    finally:
+        handle.remove()
+    return seen[0]
+
+
+def check_moe(name: str, tmp_path: Any) -> pt2onnx.OnnxProgram:
+    factory, extra = CASES[name]
+    torch.manual_seed(0)
+    model = factory().eval()
+    first, second = _inputs(2, 10, 1), _inputs(3, 7, 2)
+    counts = [_expert_counts(model, x) for x in (first, second)]
+    shares = [c / c.sum() for c in counts]
+    assert not torch.equal(shares[0], shares[1]), f"the two inputs route alike: {counts}"
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    path = tmp_path / f"{name}.onnx"
+    prog = pt2onnx.export(model, (), path, kwargs={**first, **extra}, dynamic_axes=axes)
+    onnx.checker.check_model(str(path), full_check=True)
+    assert prog.report.capture_strategy.startswith("torch.export"), prog.report.fallbacks
+    graph_inputs = prog.model.graph.inputs
+    assert all(not isinstance(v.shape[0], int) and not isinstance(v.shape[1], int)
+               for v in graph_inputs), [v.shape for v in graph_inputs]
+    result = prog.verify()  # the example, then a second size of batch and sequence
+    assert result.ok, f"onnxruntime does not match eager PyTorch:\n{result}"
+    again = prog.verify(**second, **extra)
+    assert again.ok, f"onnxruntime does not match eager at the second routing:\n{again}"
+    names = [v.name for v in prog.model.graph.outputs]
+    assert "logits" in names, names
+    if extra.get("output_router_logits"):
+        assert any("router_logits" in n for n in names), names
+    return prog
+
+
+def test_mixtral_moe(tmp_path):
+    check_moe("mixtral", tmp_path)
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("name", sorted(set(CASES) - {"mixtral"}))
+def test_moe_model(name, tmp_path):
+    check_moe(name, tmp_path)
