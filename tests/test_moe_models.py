@@ -129,10 +129,12 @@ def _expert_counts(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     return seen[0]
 
 
-def check_moe(name: str, tmp_path: Any) -> pt2onnx.OnnxProgram:
+def check_moe(name: str, tmp_path: Any, experts: str | None = None) -> Any:
     factory, extra = CASES[name]
     torch.manual_seed(0)
     model = factory().eval()
+    if experts is not None:
+        model.set_experts_implementation(experts)
     first, second = _inputs(2, 10, 1), _inputs(3, 7, 2)
     counts = [_expert_counts(model, x) for x in (first, second)]
     shares = [c / c.sum() for c in counts]
@@ -153,7 +155,7 @@ def check_moe(name: str, tmp_path: Any) -> pt2onnx.OnnxProgram:
     assert "logits" in names, names
     if extra.get("output_router_logits"):
         assert any("router_logits" in n for n in names), names
-    return prog
+    return model
 
 
 def test_mixtral_moe_block(tmp_path):
@@ -187,3 +189,16 @@ def test_mixtral_moe_block(tmp_path):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_moe_model(name, tmp_path):
     check_moe(name, tmp_path)
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("experts", ["eager", "batched_mm"])
+def test_experts_implementation(experts, tmp_path):
+    """transformers' other experts paths: eager (captured as grouped_mm, the model's own
+    choice restored after) and batched_mm (one weight gather per routed token)."""
+    if experts == "eager":
+        with pytest.warns(UserWarning, match="experts_implementation='eager'"):
+            model = check_moe("mixtral", tmp_path, experts)
+    else:
+        model = check_moe("mixtral", tmp_path, experts)
+    assert model.config._experts_implementation == experts

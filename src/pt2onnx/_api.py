@@ -360,14 +360,15 @@ def _export(
 
     _torchvision_rules.register()  # torchvision's ops exist only once it is imported
     _moe_rules.register()  # so do transformers' (its grouped matmul)
-    with rep.stage("capture"), debug.preserving_meta():
+    with rep.stage("capture"), debug.preserving_meta(), \
+            _moe_rules.grouped_experts(model) as moe_notes:
         captured = _capture.capture(model, args, kwargs, dynamic_shapes, trace_decompositions)
     rep.capture_strategy = captured.strategy
     rep.fallbacks = list(captured.fallbacks)
     rep.dynamic_refinements, rep.fixed_axes = captured.refinements, captured.fixed_axes
     if captured.dynamic_shapes is not None:
         dynamic_shapes = captured.dynamic_shapes
-    for message in legacy.warnings + spec_warnings + captured.warnings:
+    for message in legacy.warnings + spec_warnings + moe_notes + captured.warnings:
         rep.warnings.append(message)
         warnings.warn(message, stacklevel=3)
 

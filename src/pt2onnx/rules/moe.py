@@ -26,7 +26,9 @@ importing pt2onnx never imports transformers.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import onnx_ir as ir
@@ -113,6 +115,46 @@ def grouped_mm_fallback(g: RuleContext, input: ir.Value, weight: ir.Value,
                         offs: ir.Value) -> ir.Value:
     """transformers::grouped_mm_fallback(Tensor input, Tensor weight, Tensor offs) -> Tensor"""
     return grouped_mm_sparse(g, input, weight, offs)
+
+
+@contextlib.contextmanager
+def grouped_experts(model: Any) -> Iterator[list[str]]:
+    """While capturing, runs transformers' "eager" experts as "grouped_mm".
+
+    The eager experts loop in Python over the experts the example routes to (a
+    data-dependent loop torch.export cannot capture, and a trace would bake in the
+    example's routing). ``grouped_mm`` computes the same sums through one grouped
+    product that has a rule. Yields the notes for the report; restores the model's
+    choice afterwards.
+    """
+    notes: list[str] = []
+    getter = getattr(model, "get_experts_implementation", None)
+    if "transformers" not in sys.modules or getter is None:
+        yield notes
+        return
+    try:
+        before = dict(getter())
+    except Exception:  # noqa: BLE001  (a model without experts, or an older transformers)
+        before = {}
+    if "eager" not in before.values():
+        yield notes
+        return
+    wanted = {k: "grouped_mm" if v == "eager" else v for k, v in before.items()}
+    try:
+        model.set_experts_implementation(wanted)
+    except Exception as exc:  # noqa: BLE001  (grouped_mm unavailable: capture as is)
+        notes.append(f"transformers' eager experts could not be switched to grouped_mm ({exc}); "
+                     "captured as they are.")
+        yield notes
+        return
+    notes.append("transformers' experts_implementation='eager' loops over the experts the "
+                 "example routes to, which torch.export cannot capture in general; the model "
+                 "was captured with experts_implementation='grouped_mm', which computes the same "
+                 "sums for any routing.")
+    try:
+        yield notes
+    finally:
+        model.set_experts_implementation(before)
 
 
 def register(registry: Registry = REGISTRY) -> None:
