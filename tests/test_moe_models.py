@@ -158,6 +158,85 @@ def check_moe(name: str, tmp_path: Any, experts: str | None = None) -> Any:
     return model
 
 
+class GroupedMM(torch.nn.Module):
+    """transformers' grouped product with the offsets as an input: any grouping."""
+
+    def __init__(self, experts: int, k: int, n: int, aten: bool = False) -> None:
+        super().__init__()
+        dtype = torch.bfloat16 if aten else torch.float32
+        self.weight = torch.nn.Parameter(torch.randn(experts, k, n).to(dtype))
+        self.aten = aten
+
+    def forward(self, x: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+        if self.aten:  # bfloat16 inside (onnxruntime takes no bfloat16 input)
+            return torch._grouped_mm(x.to(torch.bfloat16), self.weight, offs=offs).float()
+        return torch.ops.transformers.grouped_mm_fallback(x, self.weight, offs)
+
+
+def _offsets(*ends: int) -> torch.Tensor:
+    return torch.tensor(ends, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("formulation", ["sparse", "dense"])
+def test_grouped_mm_fallback(formulation, tmp_path):
+    import transformers.integrations.moe  # noqa: F401  (defines the op)
+
+    from pt2onnx.rules import moe
+
+    op = torch.ops.transformers.grouped_mm_fallback.default
+    model = GroupedMM(4, 16, 8)
+    x = torch.randn(12, 16)
+    custom = {op: moe.grouped_mm_dense} if formulation == "dense" else None
+    prog = pt2onnx.export(model, (x, _offsets(3, 5, 9, 12)), tmp_path / "g.onnx",
+                          dynamic_axes={"x": {0: "rows"}}, custom_translations=custom)
+    onnx.checker.check_model(str(tmp_path / "g.onnx"), full_check=True)
+    # Empty groups (first, middle, last), rows past the last offset (zeros), one group.
+    for rows, offs in ((12, _offsets(3, 5, 9, 12)), (7, _offsets(0, 4, 4, 7)),
+                       (9, _offsets(2, 2, 6, 6)), (5, _offsets(5, 5, 5, 5)),
+                       (6, _offsets(0, 0, 0, 4)), (1, _offsets(0, 0, 1, 1))):
+        result = prog.verify(torch.randn(rows, 16), offs)
+        assert result.ok, f"offsets {offs.tolist()}:\n{result}"
+
+
+def test_aten_grouped_mm(tmp_path):
+    """aten::_grouped_mm (transformers' path for bfloat16 experts), computed in float32."""
+    model = GroupedMM(3, 16, 8, aten=True)
+    x = torch.randn(10, 16)
+    prog = pt2onnx.export(model, (x, _offsets(2, 7, 10)), tmp_path / "g.onnx",
+                          dynamic_axes={"x": {0: "rows"}})
+    # Rows past the last offset are left uninitialised by torch: every row is grouped here.
+    for rows, offs in ((10, _offsets(2, 7, 10)), (6, _offsets(0, 6, 6)), (4, _offsets(1, 2, 4))):
+        result = prog.verify(torch.randn(rows, 16), offs)
+        assert result.ok, f"offsets {offs.tolist()}:\n{result}"
+
+
+def test_histc_integer_counts():
+    """histc of integer input (CUDA's histc takes it; CPU capture cannot), run through the
+    rule directly and compared with torch.histc of the same values as float64."""
+    import numpy as np
+    import onnx_ir as ir
+    import onnxruntime as ort
+
+    from pt2onnx._builder import RuleContext
+    from pt2onnx.rules.statistics import histc
+
+    for dtype, onnx_type in ((torch.int32, ir.DataType.INT32), (torch.int64, ir.DataType.INT64)):
+        x = ir.Value(name="x", type=ir.TensorType(onnx_type), shape=ir.Shape(["n"]))
+        graph = ir.Graph(inputs=[x], outputs=[], nodes=[], opset_imports={"": 21}, name="h")
+        g = RuleContext(graph, 21)
+        g.meta = torch.empty(8, dtype=dtype)
+        out = histc(g, x, 8, 0, 7)
+        graph.extend(g.nodes)
+        graph.outputs.append(out)
+        proto = ir.serde.serialize_model(ir.Model(graph, ir_version=10))
+        sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        for n in (40, 3, 0):
+            values = torch.randint(-2, 10, (n,)).to(dtype)  # some outside [0, 7]
+            got = sess.run(None, {"x": values.numpy()})[0]
+            expected = torch.histc(values.double(), 8, 0, 7).to(dtype).numpy()
+            assert got.dtype == expected.dtype and np.array_equal(got, expected), (got, expected)
+
+
 def test_mixtral_moe_block(tmp_path):
     """The fast tier: one Mixtral MoE block (router + experts), dynamic batch and sequence."""
     from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock

@@ -61,7 +61,13 @@ def _check(input: ir.Value, weight: ir.Value, offs: ir.Value | None, op: str) ->
 def grouped_mm_sparse(g: RuleContext, input: ir.Value, weight: ir.Value,
                       offs: ir.Value) -> ir.Value:
     """Per expert: the rows between two offsets times that expert's weight."""
+    return _sparse(g, input, weight, offs, g.dtype)
+
+
+def _sparse(g: RuleContext, input: ir.Value, weight: ir.Value, offs: ir.Value | None,
+            dtype: ir.DataType) -> ir.Value:
     experts = _check(input, weight, offs, "grouped_mm")
+    assert offs is not None
     ends = g.cast(offs, I64)
     axis0 = g.const([0])
     pieces = []
@@ -74,7 +80,7 @@ def grouped_mm_sparse(g: RuleContext, input: ir.Value, weight: ir.Value,
     # Rows past the last offset belong to no expert: zeros, as in transformers.
     n_out = g.op.Shape(weight, start=2, end=3)
     tail = g.op.Sub(g.op.Shape(input, start=0, end=1), start)
-    pieces.append(g.op.Expand(g.const(0.0, g.dtype), g.op.Concat(tail, n_out, axis=0)))
+    pieces.append(g.op.Expand(g.const(0.0, dtype), g.op.Concat(tail, n_out, axis=0)))
     return g.op.Concat(*pieces, axis=0)
 
 
@@ -102,13 +108,18 @@ def grouped_mm_dense(g: RuleContext, input: ir.Value, weight: ir.Value,
 def aten_grouped_mm(g: RuleContext, input: ir.Value, weight: ir.Value, offs: ir.Value | None = None,
                     bias: ir.Value | None = None, out_dtype: Any = None) -> ir.Value:
     """_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor"""
+    if bias is not None:
+        raise TranslationError("_grouped_mm: a bias is not supported; add it after the product.")
+    # torch takes bfloat16 here (its meta kernel insists); onnxruntime's CPU MatMul
+    # does not, so the product runs in float32 and is rounded once at the end.
+    if input.dtype in (ir.DataType.BFLOAT16, ir.DataType.FLOAT16):
+        input, weight = g.cast(input, ir.DataType.FLOAT), g.cast(weight, ir.DataType.FLOAT)
     if offs is None and rank(input) == 3 and rank(weight) == 3:
         out = g.op.MatMul(input, weight)  # one product per batch entry
     else:
-        out = grouped_mm_sparse(g, input, weight, offs)  # type: ignore[arg-type]
-    if bias is not None:
-        raise TranslationError("_grouped_mm: a bias is not supported; add it after the product.")
-    return g.cast(out, g.dtype) if out.dtype != g.dtype else out
+        out = _sparse(g, input, weight, offs, ir.DataType.FLOAT
+                      if input.dtype == ir.DataType.FLOAT else g.dtype)
+    return g.cast(out, g.dtype)
 
 
 def grouped_mm_fallback(g: RuleContext, input: ir.Value, weight: ir.Value,
