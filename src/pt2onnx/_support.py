@@ -71,7 +71,12 @@ NOTES: dict[str, str] = {
     "aten::cumprod.default": "ONNX Scan, sequential products as torch's CPU kernel",
     "aten::logcumsumexp.default": "ONNX Scan of a stable logaddexp",
     "aten::mode.default": "an n x n comparison along the reduced axis (memory grows with n squared)",
-    "aten::histc.default": "exact counts (ScatterElements add over int64)",
+    "aten::histc.default": "exact counts (ScatterElements add over int64); integer input (CUDA's) binned in float64",
+    "aten::_grouped_mm.default": (
+        "mixture-of-experts form (input [S, K], weight [E, K, N], offs [E]): per expert, a "
+        "Slice of its rows and one MatMul, for any grouping; bfloat16 computed in float32 and "
+        "rounded once. Also the rule of transformers::grouped_mm_fallback"
+    ),
     "aten::histogram.bin_ct": "torch's linspace edges (within 1 ulp) and torch's upper_bound search, unrolled; exact counts",
     "aten::histogram.bins_tensor": "torch's upper_bound search, unrolled (unsorted edges as torch); exact counts",
     "aten::_histogramdd_from_bin_cts.default": "per-dim upper_bound search, one ScatterElements add; exact counts",
