@@ -177,8 +177,8 @@ def _offsets(*ends: int) -> torch.Tensor:
     return torch.tensor(ends, dtype=torch.int32)
 
 
-@pytest.mark.parametrize("formulation", ["sparse", "dense"])
-def test_grouped_mm_fallback(formulation, tmp_path):
+@pytest.mark.parametrize("formulation,opset", [("sparse", 21), ("dense", 21), ("sparse", 17)])
+def test_grouped_mm_fallback(formulation, opset, tmp_path):
     import transformers.integrations.moe  # noqa: F401  (defines the op)
 
     from pt2onnx.rules import moe
@@ -188,7 +188,8 @@ def test_grouped_mm_fallback(formulation, tmp_path):
     x = torch.randn(12, 16)
     custom = {op: moe.grouped_mm_dense} if formulation == "dense" else None
     prog = pt2onnx.export(model, (x, _offsets(3, 5, 9, 12)), tmp_path / "g.onnx",
-                          dynamic_axes={"x": {0: "rows"}}, custom_translations=custom)
+                          dynamic_axes={"x": {0: "rows"}}, custom_translations=custom,
+                          opset=opset)
     onnx.checker.check_model(str(tmp_path / "g.onnx"), full_check=True)
     # Empty groups (first, middle, last), rows past the last offset (zeros), one group.
     for rows, offs in ((12, _offsets(3, 5, 9, 12)), (7, _offsets(0, 4, 4, 7)),

@@ -145,7 +145,7 @@ def grouped_experts(model: Any) -> Iterator[list[str]]:
         return
     try:
         before = dict(getter())
-    except Exception:  # noqa: BLE001  (a model without experts, or an older transformers)
+    except Exception:  # a model without experts, or an older transformers
         before = {}
     if "eager" not in before.values():
         yield notes
@@ -153,7 +153,7 @@ def grouped_experts(model: Any) -> Iterator[list[str]]:
     wanted = {k: "grouped_mm" if v == "eager" else v for k, v in before.items()}
     try:
         model.set_experts_implementation(wanted)
-    except Exception as exc:  # noqa: BLE001  (grouped_mm unavailable: capture as is)
+    except Exception as exc:  # grouped_mm unavailable: capture as is
         notes.append(f"transformers' eager experts could not be switched to grouped_mm ({exc}); "
                      "captured as they are.")
         yield notes
