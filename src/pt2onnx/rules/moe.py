@@ -147,7 +147,12 @@ def grouped_experts(model: Any) -> Iterator[list[str]]:
         before = dict(getter())
     except Exception:  # a model without experts, or an older transformers
         before = {}
-    if "eager" not in before.values():
+    # Only models with experts classes (transformers' use_experts_implementation sets
+    # these attributes on them); a dense model reports "eager" too.
+    eager = [m for m in model.modules() if hasattr(m, "is_concatenated")
+             and hasattr(m, "has_gate") and getattr(getattr(m, "config", None),
+                                                    "_experts_implementation", None) == "eager"]
+    if not eager or "eager" not in before.values():
         yield notes
         return
     wanted = {k: "grouped_mm" if v == "eager" else v for k, v in before.items()}
