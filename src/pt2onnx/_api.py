@@ -378,9 +378,11 @@ def _export(
         # A trace decomposes as it goes: only the ops that have no rule.
         return {op: fn for op, fn in _decomp.decomposition_table(keep).items() if not has_rule(op)}
 
+    from pt2onnx.rules import moe as _moe_rules
     from pt2onnx.rules import torchvision as _torchvision_rules
 
     _torchvision_rules.register()  # torchvision's ops exist only once it is imported
+    _moe_rules.register()  # so do transformers' (its grouped matmul)
     # A static recording sees composite ops already split by torch's dispatcher, so a
     # user's rule for one of them could never fire: such exports go to torch.export.
     record = not any(_capture.composite(op) for op in custom)
@@ -391,7 +393,7 @@ def _export(
             return _capture.capture(target, cargs, ckwargs, dynamic_shapes,
                                     trace_decompositions, has_rule, record=record)
 
-        with debug.preserving_meta():
+        with debug.preserving_meta(), _moe_rules.grouped_experts(model) as moe_notes:
             # Eager-mode quantized modules hold what torch.export cannot capture (quantized
             # tensors, packed weights): a copy with them in float + QDQ form is captured.
             source = None if isinstance(model, torch.export.ExportedProgram) else (
@@ -410,6 +412,7 @@ def _export(
                 except CaptureError:
                     raise exc from None
                 quantized = True
+        captured.warnings[:0] = moe_notes
         if quantized:
             captured.strategy += (", after rewriting its eager-mode quantized tensors and "
                                   "modules into quantize/dequantize form")

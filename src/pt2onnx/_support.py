@@ -72,7 +72,12 @@ NOTES: dict[str, str] = {
     "aten::mode.default": "an n x n comparison along the reduced axis (memory grows with n squared)",
     "aten::index.Tensor": "Gather for one index, else GatherND over the indexed dims transposed to the front; indices broadcast, negatives wrap, bool and uint8 masks become NonZero positions; the result dims go where torch puts them (in place when the indexed dims are consecutive, else in front); exact",
     "aten::index_put.default": "ScatterND (reduction add for accumulate) over the indexed dims transposed to the front, then transposed back; any pattern of None and tensor indices, bool and uint8 masks, values broadcast to x[indices]; exact (duplicate indices without accumulate: one of the writes wins, as in torch)",
-    "aten::histc.default": "exact counts (ScatterElements add over int64)",
+    "aten::histc.default": "exact counts (ScatterElements add over int64); integer input (CUDA's) binned in float64",
+    "aten::_grouped_mm.default": (
+        "mixture-of-experts form (input [S, K], weight [E, K, N], offs [E]): per expert, a "
+        "Slice of its rows and one MatMul, for any grouping; bfloat16 computed in float32 and "
+        "rounded once. Also the rule of transformers::grouped_mm_fallback"
+    ),
     "aten::histogram.bin_ct": "torch's linspace edges (within 1 ulp) and torch's upper_bound search, unrolled; exact counts",
     "aten::histogram.bins_tensor": "torch's upper_bound search, unrolled (unsorted edges as torch); exact counts",
     "aten::_histogramdd_from_bin_cts.default": "per-dim upper_bound search, one ScatterElements add; exact counts",

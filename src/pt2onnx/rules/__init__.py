@@ -26,6 +26,7 @@ from pt2onnx.rules import (  # noqa: F401
     legacy_ops,
     linalg,
     linalg_solve,
+    moe,
     nn,
     norm,
     polynomials,

@@ -44,6 +44,15 @@ def empty_strided(g: RuleContext, size: list[Any], stride: list[Any], **_: Any) 
     return _fill(g, shape_value(g, size), 0)
 
 
+@translation(aten.empty_permuted.default)
+def empty_permuted(g: RuleContext, size: list[Any], physical_layout: list[int],
+                   **_: Any) -> ir.Value:
+    """empty_permuted(SymInt[] size, int[] physical_layout, *, ScalarType? dtype=None, ...) -> Tensor"""
+    # empty_like of a symbolically shaped tensor decomposes to this; the layout is
+    # only the memory order, invisible in ONNX.
+    return _fill(g, shape_value(g, size), 0)
+
+
 def _like_shape(g: RuleContext, x: ir.Value) -> ir.Value:
     static = g.static_shape()
     return g.const(list(static)) if static is not None else g.op.Shape(x)

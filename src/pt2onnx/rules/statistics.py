@@ -166,7 +166,12 @@ def mode(g: RuleContext, x: ir.Value, dim: int = -1,
 @translation(aten.histc.default)
 def histc(g: RuleContext, x: ir.Value, bins: int = 100, min: Any = 0, max: Any = 0) -> ir.Value:
     """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor"""
-    dtype = g.dtype
+    out_dtype = g.dtype
+    # Integer input (CUDA's histc takes it; transformers' MoE routing counts expert ids
+    # that way on GPU) is counted in float64, exact for integers below 2**52.
+    dtype = out_dtype if is_float(out_dtype) else ir.DataType.DOUBLE
+    if not is_float(out_dtype):
+        x, min, max = g.cast(x, dtype), int(min), int(max)
     flat = g.op.Reshape(x, g.const([-1]))
     if min == max:
         lo, hi = g.op.ReduceMin(flat, keepdims=0), g.op.ReduceMax(flat, keepdims=0)
@@ -186,7 +191,7 @@ def histc(g: RuleContext, x: ir.Value, bins: int = 100, min: Any = 0, max: Any =
     counts = g.op.ScatterElements(g.const([0] * (bins + 1)), pos,
                                   g.op.Expand(g.const(1), g.op.Shape(pos)), axis=0,
                                   reduction="add")
-    return g.op.Cast(g.op.Slice(counts, g.const([0]), g.const([bins])), to=dtype)
+    return g.op.Cast(g.op.Slice(counts, g.const([0]), g.const([bins])), to=out_dtype)
 
 
 def _search(g: RuleContext, seq: ir.Value, values: ir.Value, right: bool,
