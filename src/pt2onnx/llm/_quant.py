@@ -76,8 +76,7 @@ def quantize_model(model: ir.Model, block: int = BLOCK, accuracy_level: int = 0)
         out.name, out.dtype, out.shape = old.name, old.dtype, old.shape
         old.name = None
         graph.insert_before(node, new)
-        ir.convenience.replace_all_uses_with(old, out)
-        _replace_graph_output(graph, old, out)
+        ir.convenience.replace_all_uses_with(old, out, replace_graph_outputs=True)
         graph.remove(node, safe=True)
     for name in done:  # the float weights are no longer read
         if name in graph.initializers and not graph.initializers[name].uses():
@@ -91,12 +90,6 @@ def quantize_model(model: ir.Model, block: int = BLOCK, accuracy_level: int = 0)
 def _only_matmuls(value: ir.Value) -> bool:
     return all(user.op_type == "MatMul" and not user.domain and idx == 1
                for user, idx in value.uses())
-
-
-def _replace_graph_output(graph: ir.Graph, old: ir.Value, new: ir.Value) -> None:
-    for i, out in enumerate(graph.outputs):
-        if out is old:
-            graph.outputs[i] = new
 
 
 def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
