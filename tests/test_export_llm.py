@@ -172,10 +172,20 @@ def test_int4_matches_eager_with_the_dequantized_weights(tmp_path):
             m.weight.copy_(pt2onnx.llm.quantize_rtn(m.weight)[2])
     assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
     import onnx
+    import onnxruntime as ort
 
     proto = onnx.load(str(result.model_path), load_external_data=False)
-    ops = {n.op_type for n in proto.graph.node}
-    assert "MatMulNBits" in ops
+    assert sum(n.op_type == "MatMulNBits" for n in proto.graph.node) == len(linears)
+    session = ort.InferenceSession(str(result.model_path), providers=["CPUExecutionProvider"])
+    ids = torch.tensor([PROMPT])
+    feeds = {"input_ids": ids.numpy(), "attention_mask": np.ones_like(ids.numpy()),
+             "position_ids": np.arange(len(PROMPT))[None]}
+    for i in range(2):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, 2, 0, 16), np.float32)
+    with torch.no_grad():
+        ref = model(input_ids=ids).logits.numpy()
+    np.testing.assert_allclose(session.run(None, feeds)[0], ref, atol=1e-4, rtol=1e-4)
 
 
 def test_quantize_rtn_round_trips_the_int4_grid():

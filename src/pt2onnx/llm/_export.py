@@ -93,7 +93,7 @@ def export_llm(
         warnings.simplefilter("always")
         prog = pt2onnx.export(
             wrapper, _wrapper.example(layout, dtype), None, input_names=in_names,
-            output_names=out_names, dynamic_axes=_wrapper.dynamic_axes(layout), opset=opset)
+            output_names=out_names, dynamic_shapes=_wrapper.dynamic_shapes(layout), opset=opset)
     notes = [str(w.message) for w in caught]
     if not layout.known:
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "

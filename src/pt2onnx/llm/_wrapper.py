@@ -120,17 +120,24 @@ def names(layout: Layout) -> tuple[list[str], list[str]]:
     return inputs, outputs
 
 
-def dynamic_axes(layout: Layout) -> dict[str, dict[int, str]]:
-    inputs, outputs = names(layout)
-    axes = {"input_ids": {0: BATCH, 1: SEQ}, "attention_mask": {0: BATCH, 1: TOTAL},
-            "logits": {0: BATCH, 1: SEQ}}
+def dynamic_shapes(layout: Layout) -> tuple[Any, ...]:
+    """torch.export dims in the wrapper's argument order.
+
+    The total length is a dim of its own (genai gives the mask at past + sequence
+    length; torch.export can't write a sum of two dims). transformers' mask code
+    guards it to at least 4 when the capture's example is general (sequence and
+    past >= 2); stating that bound up front saves a second capture. It is only the
+    capture's range: the ONNX graph computes the same for any total length.
+    """
+    from torch.export import Dim
+
+    batch, seq, past = Dim(BATCH), Dim(SEQ), Dim(PAST)
+    total = Dim(TOTAL, min=4)
+    spec: list[Any] = [{0: batch, 1: seq}, {0: batch, 1: total}]
     if layout.uses_position_ids:
-        axes["position_ids"] = {0: BATCH, 1: SEQ}
-    for name in inputs[len(inputs) - 2 * layout.num_layers:]:
-        axes[name] = {0: BATCH, 2: PAST}
-    for name in outputs[1:]:
-        axes[name] = {0: BATCH, 2: TOTAL}
-    return axes
+        spec.append({0: batch, 1: seq})
+    spec.append([{0: batch, 2: past}] * (2 * layout.num_layers))
+    return tuple(spec)
 
 
 def example(layout: Layout, dtype: torch.dtype, seq: int = 3, past: int = 5) -> tuple[Any, ...]:
