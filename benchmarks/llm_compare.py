@@ -112,6 +112,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--small", action="store_true", help="a ~4M model, for a quick check")
     parser.add_argument("--keep", help="keep the folders under this path")
+    parser.add_argument("--int4-level", type=int, default=4,
+                        help="export-llm's MatMulNBits accuracy_level (the builder's CPU "
+                        "default is 4)")
     args = parser.parse_args()
     import onnxruntime_genai as og
 
@@ -135,6 +138,10 @@ def main() -> int:
                                 "-i", str(ckpt), "-o", str(outs["builder"]), "-p", precision,
                                 "-e", "cpu"],
                 }
+                if precision == "int4":
+                    # The builder's CPU default is accuracy_level 4 (int8 activations);
+                    # export-llm's is 0 (exact). Compared at the builder's level here.
+                    commands["pt2onnx"] += ["--int4-accuracy-level", str(args.int4_level)]
                 export_s = {k: _run(cmd, env) for k, cmd in commands.items()}
                 models = {k: og.Model(str(v)) for k, v in outs.items()}
                 decode: dict[str, list[float]] = {k: [] for k in outs}

@@ -189,7 +189,8 @@ def test_int4_matches_eager_with_the_dequantized_weights(tmp_path):
 
 
 def test_quantize_rtn_round_trips_the_int4_grid():
-    """Each block's largest-magnitude weight is exactly -8 steps; the others round to
+    """Each block's largest-magnitude weight is exactly -8 steps (the positive one on
+    a tie); the others round to
     the nearest of -8..7 steps (within half a step, or one step at the clamped +8
     end); padding to whole blocks dequantizes to 0."""
     torch.manual_seed(0)
@@ -283,3 +284,37 @@ def test_sdpa_row_with_every_key_masked_is_zero_as_in_torch(opset, kind):
     (out,) = prog.run(q, k, v, mask)
     assert not np.isnan(out).any() and (out[0, :, 1] == 0).all()
     assert prog.verify(q, k, v, mask).ok
+
+
+@pytest.mark.models
+def test_docs_flow_text_in_text_out_with_the_copied_tokenizer(tmp_path):
+    """docs/llm.md's loop: genai's tokenizer reads the copied tokenizer files (a tiny
+    byte-level BPE trained here) and the generated ids decode back to the prompt."""
+    og = _genai()
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(["the capital of france is paris", "the cat sat on the mat"] * 20,
+                            trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+    fast.save_pretrained(tmp_path / "ckpt")
+    cfg = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                  vocab_size=len(fast), bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "ckpt")
+    pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    model = og.Model(str(tmp_path / "onnx"))
+    tokenizer = og.Tokenizer(model)
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=16)
+    generator = og.Generator(model, params)
+    prompt = tokenizer.encode("the capital of france is")
+    assert list(prompt) == fast.encode("the capital of france is")
+    generator.append_tokens(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+    text = tokenizer.decode(generator.get_sequence(0))
+    assert text.startswith("the capital of france is")

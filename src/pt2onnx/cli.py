@@ -54,7 +54,7 @@ def _cmd_export_llm(args: argparse.Namespace) -> int:
         raise io.UsageError(f"{folder} is not a transformers checkpoint folder (no config.json)")
     with io.progress(quiet=args.quiet):
         result = export_llm(folder, Path(args.output), precision=args.precision,
-                            opset=args.opset)
+                            opset=args.opset, int4_accuracy_level=args.int4_accuracy_level)
     lay = result.layout
     print(f"wrote {result.out_dir}: {result.model_path.name} ({lay.model_type}, "
           f"{lay.num_layers} layers, {args.precision}), genai_config.json (type "
@@ -167,6 +167,10 @@ def _add_commands(sub: Any) -> None:
     llm.add_argument("--precision", choices=["fp32", "fp16", "int4"], default="fp32",
                      help="fp32 (default); fp16: weights and compute in half; int4: Linear "
                      "weights as MatMulNBits (round to nearest, block 32)")
+    llm.add_argument("--int4-accuracy-level", type=int, default=0, choices=[0, 1, 2, 3, 4],
+                     help="MatMulNBits accuracy_level: 0 (default) computes in float32, exactly "
+                     "the dequantized weights; 4 lets onnxruntime quantize activations to int8 "
+                     "(faster on CPU, not exact)")
     llm.add_argument("--opset", type=int, help="target ONNX opset (17-26)")
     llm.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     llm.set_defaults(fn=_cmd_export_llm)

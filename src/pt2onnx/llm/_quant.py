@@ -18,28 +18,34 @@ BITS = 4
 MS_DOMAIN = "com.microsoft"
 
 
-def quantize_rtn(weight: torch.Tensor, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray,
-                                                                    torch.Tensor]:
+def quantize_rtn(weight: torch.Tensor, block: int = BLOCK, dequantize: bool = True,
+                 ) -> tuple[np.ndarray, np.ndarray, torch.Tensor | None]:
     """A Linear weight ``[N, K]`` -> (packed ``uint8 [N, blocks, block/2]``, scales
-    ``[N, blocks]``, the dequantized weight ``[N, K]`` that MatMulNBits computes with).
+    ``[N, blocks]``, the dequantized weight ``[N, K]`` that MatMulNBits computes with,
+    or None with ``dequantize=False``).
 
     ``K`` is zero-padded to whole blocks; the padding dequantizes to zero.
     """
     w = weight.detach().to(torch.float32)
     n, k = w.shape
     blocks = -(-k // block)
-    padded = torch.zeros(n, blocks * block, dtype=torch.float32)
-    padded[:, :k] = w
-    grouped = padded.reshape(n, blocks, block)
-    idx = grouped.abs().argmax(dim=-1, keepdim=True)
-    scale = torch.gather(grouped, -1, idx) / -8.0
+    if k % block:
+        padded = torch.zeros(n, blocks * block, dtype=torch.float32)
+        padded[:, :k] = w
+        w = padded
+    grouped = w.reshape(n, blocks, block)
+    high, low = grouped.amax(dim=-1, keepdim=True), grouped.amin(dim=-1, keepdim=True)
+    # The largest-magnitude weight, with its sign (the larger one on a tie).
+    scale = torch.where(high >= -low, high, low) / -8.0
     # An all-zero block: any scale works; 1 keeps the division finite.
     safe = torch.where(scale == 0, torch.ones_like(scale), scale)
-    q = torch.clamp(torch.round(grouped / safe), -8, 7).to(torch.int32) + 8
-    dequant = ((q - 8).to(torch.float32) * scale).reshape(n, blocks * block)[:, :k]
-    q8 = q.to(torch.uint8).reshape(n, blocks, block // 2, 2)
-    packed = (q8[..., 0] | (q8[..., 1] << 4)).numpy()
-    return packed, scale.reshape(n, blocks).numpy(), dequant.to(weight.dtype)
+    q = (torch.round(grouped / safe).clamp_(-8, 7) + 8).to(torch.uint8)
+    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).numpy()
+    dequant = None
+    if dequantize:
+        dequant = ((q.to(torch.float32) - 8) * scale).reshape(n, blocks * block)[:, :k]
+        dequant = dequant.to(weight.dtype)
+    return packed, scale.reshape(n, blocks).numpy(), dequant
 
 
 def quantize_model(model: ir.Model, block: int = BLOCK, accuracy_level: int = 0) -> list[str]:
@@ -56,13 +62,13 @@ def quantize_model(model: ir.Model, block: int = BLOCK, accuracy_level: int = 0)
             continue
         if b.shape is None or len(b.shape) != 2 or a.dtype != ir.DataType.FLOAT:
             continue
-        k, n = (int(d) for d in b.shape)  # type: ignore[call-overload]
+        k, n = b.const_value.shape.numpy()
         if k < block or n < 1 or graph.outputs.count(b) or not _only_matmuls(b):
             continue
         name = b.name or f"w{len(done)}"
         if name not in made:
             w = torch.from_numpy(np.ascontiguousarray(b.const_value.numpy()).T.copy())
-            packed, scales, _ = quantize_rtn(w, block)
+            packed, scales, _ = quantize_rtn(w, block, dequantize=False)
             made[name] = (_initializer(graph, f"{name}.int4", packed),
                           _initializer(graph, f"{name}.scales", scales.astype(np.float32)))
             done.append(name)
@@ -73,7 +79,7 @@ def quantize_model(model: ir.Model, block: int = BLOCK, accuracy_level: int = 0)
                       domain=MS_DOMAIN, name=f"{node.name or name}_nbits")
         out = new.outputs[0]
         old = node.outputs[0]
-        out.name, out.dtype, out.shape = old.name, old.dtype, old.shape
+        out.name, out.dtype, out.shape = old.name, ir.DataType.FLOAT, old.shape
         old.name = None
         graph.insert_before(node, new)
         ir.convenience.replace_all_uses_with(old, out, replace_graph_outputs=True)
