@@ -13,7 +13,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import InvalidInputError
-from pt2onnx.llm import _families, _genai, _quant, _wrapper
+from pt2onnx.llm import _families, _fuse, _genai, _quant, _wrapper
 from pt2onnx.llm._families import Layout
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "int4": torch.float32}
@@ -50,6 +50,7 @@ def export_llm(
     tokenizer: Any = None,
     int4_block_size: int = _quant.BLOCK,
     int4_accuracy_level: int = 0,
+    fuse_projections: bool = True,
 ) -> LLMExport:
     """Exports a transformers decoder for generation in onnxruntime-genai.
 
@@ -67,6 +68,9 @@ def export_llm(
         int4_accuracy_level: MatMulNBits' ``accuracy_level``; 0 computes in float32
             (exactly the dequantized weights), 4 lets onnxruntime quantize the
             activations to int8 (faster, not exact).
+        fuse_projections: one MatMul (then a Split) for the projections that read
+            the same activations (q/k/v, gate/up): one matrix-vector product per
+            decode step instead of several.
 
     The graph takes ``input_ids``, ``attention_mask``, ``position_ids`` (where the
     family uses them) and ``past_key_values.{i}.key/.value``, and returns ``logits``
@@ -99,6 +103,8 @@ def export_llm(
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
                      "was exported as onnxruntime-genai's generic 'decoder' type.")
     _name_total_dims(prog.model)
+    if fuse_projections:
+        _fuse.fuse_shared_input_matmuls(prog.model)
     quantized = []
     if precision == "int4":
         quantized = _quant.quantize_model(prog.model, int4_block_size, int4_accuracy_level)
