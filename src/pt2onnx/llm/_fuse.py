@@ -30,10 +30,15 @@ def fuse_shared_input_matmuls(model: ir.Model) -> int:
     for nodes in groups.values():
         if len(nodes) < 2:
             continue
-        weights = [n.inputs[1] for n in nodes]
-        assert all(w is not None and w.const_value is not None for w in weights)
+        weights: list[ir.Value] = []
+        for n in nodes:
+            w = n.inputs[1]
+            assert w is not None and w.const_value is not None
+            weights.append(w)
         shapes = [w.const_value.shape.numpy() for w in weights]  # type: ignore[union-attr]
-        if len({s[0] for s in shapes}) != 1 or len({w.dtype for w in weights}) != 1:
+        dtype = weights[0].dtype
+        if len({s[0] for s in shapes}) != 1 or dtype is None or any(
+                w.dtype != dtype for w in weights):
             continue
         # Insert after the last of them, where every consumer order still holds:
         # all read the same A, and the fused node replaces each at the first's place.
@@ -42,7 +47,7 @@ def fuse_shared_input_matmuls(model: ir.Model) -> int:
             [np.asarray(w.const_value.numpy()) for w in weights], axis=1)  # type: ignore[union-attr]
         name = f"{weights[0].name or 'w'}.fused{len(nodes)}"
         value = ir.Value(name=name, const_value=ir.tensor(joined, name=name))
-        value.dtype, value.shape = weights[0].dtype, ir.Shape(joined.shape)
+        value.dtype, value.shape = dtype, ir.Shape(joined.shape)
         graph.register_initializer(value)
         a = first.inputs[0]
         matmul = ir.node("MatMul", [a, value], name=f"{first.name or name}_fused")
@@ -52,17 +57,16 @@ def fuse_shared_input_matmuls(model: ir.Model) -> int:
         graph.register_initializer(sizes)
         split = ir.node("Split", [matmul.outputs[0], sizes], {"axis": -1},
                         num_outputs=len(nodes), name=f"{first.name or name}_split")
-        matmul.outputs[0].dtype = weights[0].dtype
+        matmul.outputs[0].dtype = dtype
         graph.insert_before(first, [matmul, split])
         for node, out in zip(nodes, split.outputs):
             old = node.outputs[0]
-            out.name, out.dtype, out.shape = old.name, old.dtype, old.shape
+            out.name, out.dtype, out.shape = old.name, dtype, old.shape
             old.name = None
             ir.convenience.replace_all_uses_with(old, out, replace_graph_outputs=True)
         for node, w in zip(nodes, weights):
             graph.remove(node, safe=True)
-            assert w is not None and w.name is not None
-            if not w.uses():
+            if w.name is not None and not w.uses():
                 del graph.initializers[w.name]
         fused += 1
     return fused
