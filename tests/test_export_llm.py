@@ -118,6 +118,17 @@ def test_llama_batch_of_two_prompts(tmp_path):
 
 
 @pytest.mark.models
+@pytest.mark.parametrize("name", ["llama", "gemma2"])
+def test_one_token_prompt(name, tmp_path):
+    """The first step at sequence_length = total_sequence_length = 1 (the capture's
+    example had 3 and 8): the graph is general in both."""
+    _genai()
+    model = _checkpoint(name, tmp_path / "ckpt", seed=2)
+    pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    assert _genai_tokens(tmp_path / "onnx", [[1]]) == _reference(model, [[1]])
+
+
+@pytest.mark.models
 def test_graph_io_contract_and_empty_past(tmp_path):
     """Names and dims genai expects; a first step with past_sequence_length 0 runs in
     onnxruntime and matches eager."""
