@@ -15,7 +15,7 @@ MKVENV := tools/mkvenv.sh
 IN_SRC := PYTHONPATH=$(CURDIR)/src
 FAST := -m "not models and not slow" tests
 
-.PHONY: venv demo test test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-zoo bench-meta lint typecheck docs clean
+.PHONY: venv demo test test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,16 @@ MODELS_HF_CI ?= bert or llama or whisper
 test-models-hf:
 	venv=$$($(MKVENV) $(NEW_VERSION) dev) && \
 	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 -m "models and not slow" tests/models/test_hf_zoo.py -k "$(MODELS_HF_CI)"
+
+# export-llm: every decoder family through onnxruntime-genai's generation loop (the llm
+# extra; without it these tests skip), on the dev pins.
+LLM_TORCH ?= 2.13.0
+test-llm:
+	venv=$$($(MKVENV) $(LLM_TORCH) dev,llm) && $(IN_SRC) $$venv/bin/python -m pytest -q -n 2 tests/test_export_llm.py
+
+# export-llm against onnxruntime-genai's model builder: export time, size, ms per token.
+bench-llm:
+	venv=$$($(MKVENV) $(LLM_TORCH) dev,llm) && $(IN_SRC) $$venv/bin/python benchmarks/llm_compare.py
 
 # Benchmarks print ratios against torch.onnx.export(dynamo=True); they never pass or fail on time.
 bench: $(STAMP)

@@ -15,6 +15,7 @@ from pt2onnx.errors import (
     TranslationError,
     UnsupportedOperatorError,
 )
+from pt2onnx.llm import export_llm
 from pt2onnx.report import ExportReport
 from pt2onnx.verify import Divergence, OutputComparison, VerificationResult
 
@@ -39,6 +40,7 @@ __all__ = [
     "annotate",
     "as_output",
     "export",
+    "export_llm",
     "translation",
     "unstrip",
 ]

@@ -46,6 +46,26 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export_llm(args: argparse.Namespace) -> int:
+    from pt2onnx.llm import export_llm
+
+    folder = Path(args.model_dir)
+    if not (folder / "config.json").is_file():
+        raise io.UsageError(f"{folder} is not a transformers checkpoint folder (no config.json)")
+    with io.progress(quiet=args.quiet):
+        result = export_llm(folder, Path(args.output), precision=args.precision,
+                            opset=args.opset, int4_accuracy_level=args.int4_accuracy_level)
+    lay = result.layout
+    print(f"wrote {result.out_dir}: {result.model_path.name} ({lay.model_type}, "
+          f"{lay.num_layers} layers, {args.precision}), genai_config.json (type "
+          f"{lay.genai_type!r})" + (f", tokenizer: {', '.join(result.tokenizer_files)}"
+                                    if result.tokenizer_files else ", no tokenizer files")
+          + f" in {result.seconds:.1f}s")
+    if result.quantized:
+        print(f"int4: {len(result.quantized)} Linear weight(s) as MatMulNBits")
+    return 0
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     import pt2onnx
 
@@ -138,6 +158,22 @@ def _add_commands(sub: Any) -> None:
     export.add_argument("--report", nargs="?", const=True, metavar="PATH",
                         help="write the Markdown export report (default: beside the model)")
     export.set_defaults(fn=_cmd_export)
+    llm = sub.add_parser(
+        "export-llm", help="export a transformers decoder checkpoint for onnxruntime-genai")
+    llm.add_argument("model_dir", help="a local checkpoint folder (config.json plus weights)")
+    llm.add_argument("-o", "--output", required=True,
+                     help="the folder to write model.onnx, genai_config.json and the "
+                     "tokenizer files into")
+    llm.add_argument("--precision", choices=["fp32", "fp16", "int4"], default="fp32",
+                     help="fp32 (default); fp16: weights and compute in half; int4: Linear "
+                     "weights as MatMulNBits (round to nearest, block 32)")
+    llm.add_argument("--int4-accuracy-level", type=int, default=0, choices=[0, 1, 2, 3, 4],
+                     help="MatMulNBits accuracy_level: 0 (default) computes in float32, exactly "
+                     "the dequantized weights; 4 lets onnxruntime quantize activations to int8 "
+                     "(faster on CPU, not exact)")
+    llm.add_argument("--opset", type=int, help="target ONNX opset (17-26)")
+    llm.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    llm.set_defaults(fn=_cmd_export_llm)
     verify = sub.add_parser("verify", help="run a model in onnxruntime against its PyTorch source")
     _model_options(verify)
     verify.add_argument("--onnx", help="an exported .onnx file (default: export in memory and "

@@ -23,8 +23,9 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
          dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
          *, enable_gqa: bool = False) -> ir.Value:
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor"""
-    return g.op.MatMul(g.op.Softmax(_scores(g, q, k, attn_mask, is_causal, scale, enable_gqa),
-                                    axis=-1), _gqa_v(g, q, v, enable_gqa))
+    scores = _scores(g, q, k, attn_mask, is_causal, scale, enable_gqa)
+    out = g.op.MatMul(g.op.Softmax(scores, axis=-1), _gqa_v(g, q, v, enable_gqa))
+    return _zero_masked_rows(g, scores, out) if attn_mask is not None else out
 
 
 @translation(present("_scaled_dot_product_flash_attention_for_cpu.default"))
@@ -35,9 +36,24 @@ def sdpa_flash_cpu(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value,
     """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0.0, bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)"""
     scores = _scores(g, q, k, attn_mask, is_causal, scale, False)
     out = g.op.MatMul(g.op.Softmax(scores, axis=-1), v)
+    if attn_mask is not None:
+        out = _zero_masked_rows(g, scores, out)
     lse_dtype = onnx_dtype(g.meta[1].dtype)
     lse = g.op.ReduceLogSumExp(g.cast(scores, lse_dtype), g.const([-1]), keepdims=0)
     return out, lse
+
+
+def _zero_masked_rows(g: RuleContext, scores: ir.Value, out: ir.Value) -> ir.Value:
+    """torch's sdpa returns 0 for a query whose mask hides every key (softmax over all
+    -inf would be NaN). A left-padded batch has such rows, and a NaN there reaches the
+    next layer's keys and values, where even a zero attention weight keeps it."""
+    if g.opset >= 18:
+        best = g.op.ReduceMax(scores, g.const([-1]), keepdims=1)
+    else:
+        best = g.op.ReduceMax(scores, axes=[-1], keepdims=1)
+    dtype = out.dtype or g.dtype  # the scores' dtype, as q's
+    hidden = g.op.Equal(best, g.const(-math.inf, dtype))
+    return g.op.Where(hidden, g.const(0.0, dtype), out)
 
 
 def _gqa_v(g: RuleContext, q: ir.Value, v: ir.Value, enable_gqa: bool) -> ir.Value:

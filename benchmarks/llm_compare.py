@@ -1,0 +1,184 @@
+"""export-llm against onnxruntime-genai's model builder, on the same random checkpoint.
+
+For each model (a ~100M-parameter Llama and a Qwen2 of the same shape, random
+weights, saved with save_pretrained beside a small word-level tokenizer the
+builder insists on), each precision (fp32, int4) and each exporter:
+
+- export time: the whole command in a fresh process (``python -m pt2onnx
+  export-llm`` / ``python -m onnxruntime_genai.models.builder``), imports included;
+- size: model.onnx plus its external data;
+- ms per token: onnxruntime-genai's own loop, greedy, a 32-token prompt then 64 new
+  tokens; decode time is the median per-token time of the generate_next_token calls
+  after the first (which processes the prompt), over interleaved repeats.
+
+Both folders generate from the same prompt; the script prints whether their tokens
+agree (int4 differs between exporters only by the quantizer's rounding choices).
+
+    python benchmarks/llm_compare.py [--models llama,qwen2] [--precisions fp32,int4]
+        [--repeats 3] [--small]
+
+Needs onnxruntime-genai (the ``llm`` extra). A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT_LEN, NEW_TOKENS = 32, 64
+
+
+def _config(name: str, small: bool) -> Any:
+    import transformers
+
+    size = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                num_key_value_heads=4, intermediate_size=2048, vocab_size=32000,
+                max_position_embeddings=2048, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    if small:
+        size.update(hidden_size=256, num_hidden_layers=4, num_attention_heads=8,
+                    num_key_value_heads=2, intermediate_size=512, vocab_size=4096)
+    cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
+           "mistral": transformers.MistralConfig, "phi3": transformers.Phi3Config}[name]
+    return cls(tie_word_embeddings=False, **size)
+
+
+def _checkpoint(name: str, folder: Path, small: bool) -> int:
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    torch.manual_seed(0)
+    cfg = _config(name, small)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    model.save_pretrained(folder)
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}
+    vocab.update({f"w{i}": i for i in range(4, cfg.vocab_size)})
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+        unk_token="<unk>")
+    fast.save_pretrained(folder)
+    return sum(p.numel() for p in model.parameters())
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return time.perf_counter() - start
+
+
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.name.startswith("model.onnx")
+               or p.suffix in (".onnx", ".data"))
+
+
+def _decode(og: Any, model: Any, prompt: list[int]) -> tuple[float, float, list[int]]:
+    """(prompt ms, median decode ms per token, the tokens)."""
+    import numpy as np
+
+    params = og.GeneratorParams(model)
+    total = len(prompt) + NEW_TOKENS
+    params.set_search_options(max_length=total, min_length=total)
+    gen = og.Generator(model, params)
+    start = time.perf_counter()
+    gen.append_tokens(np.array([prompt], dtype=np.int32))
+    first = time.perf_counter() - start
+    steps = []
+    while not gen.is_done():
+        t = time.perf_counter()
+        gen.generate_next_token()
+        steps.append(time.perf_counter() - t)
+    tokens = [int(x) for x in gen.get_sequence(0)]
+    return 1e3 * first, 1e3 * statistics.median(steps[1:]), tokens
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="llama,qwen2")
+    parser.add_argument("--precisions", default="fp32,int4")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--small", action="store_true", help="a ~4M model, for a quick check")
+    parser.add_argument("--keep", help="keep the folders under this path")
+    parser.add_argument("--int4-level", type=int, default=4,
+                        help="export-llm's MatMulNBits accuracy_level (the builder's CPU "
+                        "default is 4)")
+    args = parser.parse_args()
+    import onnxruntime_genai as og
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    work = Path(args.keep or tempfile.mkdtemp(prefix="llm-compare-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    try:
+        for name in args.models.split(","):
+            ckpt = work / f"{name}-hf"
+            params = _checkpoint(name, ckpt, args.small)
+            prompt = [1] + [4 + (7 * i) % 1000 for i in range(PROMPT_LEN - 1)]
+            for precision in args.precisions.split(","):
+                outs = {"pt2onnx": work / f"{name}-{precision}-pt2onnx",
+                        "builder": work / f"{name}-{precision}-builder"}
+                commands = {
+                    "pt2onnx": [sys.executable, "-m", "pt2onnx", "export-llm", str(ckpt), "-o",
+                                str(outs["pt2onnx"]), "--precision", precision, "-q"],
+                    "builder": [sys.executable, "-m", "onnxruntime_genai.models.builder",
+                                "-i", str(ckpt), "-o", str(outs["builder"]), "-p", precision,
+                                "-e", "cpu"],
+                }
+                if precision == "int4":
+                    # The builder's CPU default is accuracy_level 4 (int8 activations);
+                    # export-llm's is 0 (exact). Compared at the builder's level here.
+                    commands["pt2onnx"] += ["--int4-accuracy-level", str(args.int4_level)]
+                export_s = {k: _run(cmd, env) for k, cmd in commands.items()}
+                models = {k: og.Model(str(v)) for k, v in outs.items()}
+                decode: dict[str, list[float]] = {k: [] for k in outs}
+                prefill: dict[str, list[float]] = {k: [] for k in outs}
+                tokens: dict[str, list[int]] = {}
+                for _ in range(args.repeats):  # interleaved
+                    for k, m in models.items():
+                        first, per_token, tokens[k] = _decode(og, m, prompt)
+                        prefill[k].append(first)
+                        decode[k].append(per_token)
+                row = {"model": name, "params_M": round(params / 1e6, 1),
+                       "precision": precision, "same_tokens": tokens["pt2onnx"] == tokens["builder"]}
+                for k in outs:
+                    row[k] = {"export_s": round(export_s[k], 1),
+                              "size_MB": round(_size(outs[k]) / 1e6, 1),
+                              "prompt_ms": round(min(prefill[k]), 2),
+                              "ms_per_token": round(min(decode[k]), 3)}
+                row["ratios"] = {
+                    key: round(row["pt2onnx"][key] / row["builder"][key], 3)
+                    for key in ("export_s", "size_MB", "prompt_ms", "ms_per_token")}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                del models
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print("\n| model | precision | export s (pt2onnx/builder) | MB | prompt ms | decode ms/token "
+          "| ratio ms/token | same tokens |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        p, b = r["pt2onnx"], r["builder"]
+        print(f"| {r['model']} {r['params_M']}M | {r['precision']} | {p['export_s']} / "
+              f"{b['export_s']} | {p['size_MB']} / {b['size_MB']} | {p['prompt_ms']} / "
+              f"{b['prompt_ms']} | {p['ms_per_token']} / {b['ms_per_token']} | "
+              f"{r['ratios']['ms_per_token']} | {r['same_tokens']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

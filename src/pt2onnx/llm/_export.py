@@ -1,0 +1,166 @@
+"""``pt2onnx.export_llm``: a transformers decoder -> a folder onnxruntime-genai runs."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from pt2onnx.errors import InvalidInputError
+from pt2onnx.llm import _families, _fuse, _genai, _quant, _wrapper
+from pt2onnx.llm._families import Layout
+
+PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "int4": torch.float32}
+MODEL_FILE = "model.onnx"
+
+
+@dataclass
+class LLMExport:
+    """What ``export_llm`` wrote, and how."""
+
+    out_dir: Path
+    model_path: Path
+    genai_config: dict[str, Any]
+    layout: Layout
+    precision: str
+    program: Any  # the OnnxProgram of the graph before quantization's rewrite
+    tokenizer_files: list[str] = field(default_factory=list)
+    quantized: list[str] = field(default_factory=list)  # weights int4 replaced
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def __repr__(self) -> str:
+        return (f"LLMExport({self.layout.model_type} -> {self.out_dir}, {self.precision}, "
+                f"genai type {self.layout.genai_type!r}, {self.layout.num_layers} layers, "
+                f"{self.seconds:.1f}s)")
+
+
+def export_llm(
+    model_or_dir: str | os.PathLike[str] | torch.nn.Module,
+    out_dir: str | os.PathLike[str],
+    *,
+    precision: str = "fp32",
+    opset: int | None = None,
+    tokenizer: Any = None,
+    int4_block_size: int = _quant.BLOCK,
+    int4_accuracy_level: int = 0,
+    fuse_projections: bool = True,
+) -> LLMExport:
+    """Exports a transformers decoder for generation in onnxruntime-genai.
+
+    Args:
+        model_or_dir: a local checkpoint folder (``config.json`` and weights, as
+            ``save_pretrained`` writes it) or a loaded ``PreTrainedModel``.
+        out_dir: the folder to write ``model.onnx`` (+ ``model.onnx.data``),
+            ``genai_config.json`` and the tokenizer files into; created if missing.
+        precision: ``"fp32"``; ``"fp16"`` (weights and compute in half); or
+            ``"int4"`` (Linear weights round-to-nearest in blocks of
+            ``int4_block_size`` as ``MatMulNBits``, activations in float32).
+        opset: the ONNX opset (default: pt2onnx's default).
+        tokenizer: where the tokenizer files come from: a folder, or an object with
+            ``save_pretrained``; default: the checkpoint folder, if one was given.
+        int4_accuracy_level: MatMulNBits' ``accuracy_level``; 0 computes in float32
+            (exactly the dequantized weights), 4 lets onnxruntime quantize the
+            activations to int8 (faster, not exact).
+        fuse_projections: one MatMul (then a Split) for the projections that read
+            the same activations (q/k/v, gate/up): one matrix-vector product per
+            decode step instead of several.
+
+    The graph takes ``input_ids``, ``attention_mask``, ``position_ids`` (where the
+    family uses them) and ``past_key_values.{i}.key/.value``, and returns ``logits``
+    and ``present.{i}.key/.value``, with the dims ``batch_size``,
+    ``sequence_length``, ``past_sequence_length`` and ``total_sequence_length``.
+    """
+    import pt2onnx
+
+    start = time.perf_counter()
+    if precision not in PRECISIONS:
+        raise InvalidInputError(
+            f"precision {precision!r} is not one export-llm writes. Next step: pass one of "
+            f"{', '.join(PRECISIONS)}.")
+    dtype = PRECISIONS[precision]
+    model, folder = _load(model_or_dir, dtype)
+    config = model.config
+    model_type = _families.check_family(config)
+    layout = _wrapper.probe(model, config, model_type)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    wrapper = _wrapper.wrap(model, layout)
+    in_names, out_names = _wrapper.names(layout)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prog = pt2onnx.export(
+            wrapper, _wrapper.example(layout, dtype), None, input_names=in_names,
+            output_names=out_names, dynamic_shapes=_wrapper.dynamic_shapes(layout), opset=opset)
+    notes = [str(w.message) for w in caught]
+    if not layout.known:
+        notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
+                     "was exported as onnxruntime-genai's generic 'decoder' type.")
+    _name_total_dims(prog.model)
+    if fuse_projections:
+        _fuse.fuse_shared_input_matmuls(prog.model)
+    quantized = []
+    if precision == "int4":
+        quantized = _quant.quantize_model(prog.model, int4_block_size, int4_accuracy_level)
+    path = out / MODEL_FILE
+    for stale in (path, path.with_name(path.name + ".data")):
+        stale.unlink(missing_ok=True)
+    prog.save(path, external_data=True)
+    generation = getattr(model, "generation_config", None)
+    cfg = _genai.config_dict(layout, config, generation, MODEL_FILE, in_names)
+    _genai.write_config(out, cfg)
+    copied = _genai.copy_tokenizer(tokenizer if tokenizer is not None else folder, out)
+    return LLMExport(out, path, cfg, layout, precision, prog, copied, quantized, notes,
+                     time.perf_counter() - start)
+
+
+def _load(model_or_dir: Any, dtype: torch.dtype) -> tuple[torch.nn.Module, Path | None]:
+    if isinstance(model_or_dir, torch.nn.Module):
+        if not hasattr(model_or_dir, "config"):
+            raise InvalidInputError(
+                f"export-llm takes a transformers PreTrainedModel or a checkpoint folder, "
+                f"got a {type(model_or_dir).__name__} with no .config. Next step: use "
+                "pt2onnx.export for other modules.")
+        model = model_or_dir
+        if next(model.parameters()).dtype != dtype:
+            model = model.to(dtype)
+        return model.eval(), None
+    folder = Path(model_or_dir)
+    if not (folder / "config.json").is_file():
+        raise InvalidInputError(
+            f"{folder} is not a transformers checkpoint folder (no config.json). Next step: "
+            "pass the folder save_pretrained wrote (config.json plus the weights).")
+    try:
+        from transformers import AutoConfig, AutoModelForCausalLM
+    except ImportError as exc:
+        raise InvalidInputError(
+            "export-llm loads checkpoints with transformers, which is not installed. "
+            "Next step: pip install transformers.") from exc
+    config = AutoConfig.from_pretrained(folder)
+    _families.check_family(config)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    except TypeError:  # transformers < 4.56 names it torch_dtype
+        model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=dtype)
+    except ValueError as exc:
+        raise InvalidInputError(
+            f"transformers has no causal-LM class for {folder} ({config.model_type}): {exc} "
+            "Next step: export-llm exports decoder-only models with a *ForCausalLM class.",
+        ) from exc
+    return model.eval(), folder
+
+
+def _name_total_dims(model: ir.Model) -> None:
+    """The present outputs' length is past + sequence; genai's dim name is
+    total_sequence_length, the attention mask's."""
+    for value in model.graph.outputs:
+        if value.name and value.name.startswith("present.") and value.shape is not None:
+            dims = list(value.shape)
+            dims[2] = ir.SymbolicDim(_wrapper.TOTAL)
+            value.shape = ir.Shape(dims)

@@ -1,0 +1,92 @@
+"""The decoder families export-llm knows, and what it needs to know about a checkpoint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pt2onnx.errors import InvalidInputError
+
+# transformers model_type -> the "type" onnxruntime-genai is given. genai runs every
+# type in its LLM list through the same decoder-only model; "decoder" is its generic
+# name. "gpt2" is not used for GPT-2: genai maps it to its legacy GPT model, which
+# expects a single fused past tensor per layer, not past_key_values.{i}.key/.value.
+GENAI_TYPES = {
+    "llama": "llama",
+    "mistral": "mistral",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "phi": "phi",
+    "phi3": "phi3",
+    "gemma": "gemma",
+    "gemma2": "gemma2",
+    "gpt2": "decoder",
+    "gpt_neox": "decoder",
+    "opt": "decoder",
+    "bloom": "decoder",
+    "falcon": "decoder",
+    "gptj": "decoder",
+}
+
+# Families that can't be exported for genai's decoder loop, and why.
+UNSUPPORTED = {
+    "mamba": "its state is a recurrent SSM state, not a key/value cache",
+    "mamba2": "its state is a recurrent SSM state, not a key/value cache",
+    "rwkv": "its state is a recurrent state, not a key/value cache",
+    "recurrent_gemma": "its state mixes recurrent and windowed attention caches",
+    "jamba": "its cache mixes Mamba states with attention key/values",
+    "zamba": "its cache mixes Mamba states with attention key/values",
+    "zamba2": "its cache mixes Mamba states with attention key/values",
+    "falcon_h1": "its cache mixes Mamba states with attention key/values",
+    "lfm2": "its cache holds convolution states beside attention key/values",
+    "qwen3_next": "its cache holds linear-attention states beside attention key/values",
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the probe run found: the cache shapes and the model's sizes."""
+
+    model_type: str
+    genai_type: str
+    num_layers: int
+    num_kv_heads: int
+    head_size: int
+    num_attention_heads: int
+    hidden_size: int
+    vocab_size: int
+    context_length: int
+    uses_position_ids: bool
+    known: bool
+
+
+def check_family(config: Any) -> str:
+    """The model_type, or a clear error for a model export-llm can't make a decoder of."""
+    model_type = str(getattr(config, "model_type", "") or "")
+    if getattr(config, "is_encoder_decoder", False):
+        raise InvalidInputError(
+            f"{model_type or 'this model'} is an encoder-decoder model; export-llm exports "
+            "decoder-only models for onnxruntime-genai's decoder loop. Next step: export the "
+            "encoder and the decoder with pt2onnx.export (see docs/dynamic.md).")
+    if model_type in UNSUPPORTED:
+        raise InvalidInputError(
+            f"{model_type} can't be exported by export-llm: {UNSUPPORTED[model_type]}, and "
+            "onnxruntime-genai's decoder loop feeds only past_key_values.{i}.key/.value. "
+            "Next step: export its forward with pt2onnx.export and drive the state yourself.")
+    return model_type
+
+
+def text_attr(config: Any, *names: str, default: Any = None) -> Any:
+    """The first of ``names`` the (text) config sets."""
+    for name in names:
+        value = getattr(config, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def context_length(config: Any) -> int:
+    value = text_attr(config, "max_position_embeddings", "n_positions", "max_sequence_length",
+                      "seq_length", "n_ctx")
+    # Families without learned positions (BLOOM's ALiBi) set no limit; genai needs one.
+    return int(value) if value else 2048

@@ -1,0 +1,72 @@
+"""One MatMul for the projections that read the same activations (q/k/v, gate/up).
+
+``x @ Wq``, ``x @ Wk``, ``x @ Wv`` become ``Split(x @ [Wq | Wk | Wv])``: each output
+column is the same dot product as before, and a decode step (one row of ``x``)
+runs one matrix-vector product instead of three.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+
+def fuse_shared_input_matmuls(model: ir.Model) -> int:
+    """Fuses, in place, MatMuls that share input A and take constant ``[K, N_i]`` float
+    weights used nowhere else; returns how many groups were fused."""
+    graph = model.graph
+    groups: dict[int, list[ir.Node]] = {}
+    for node in graph:
+        if node.op_type != "MatMul" or node.domain:
+            continue
+        a, b = node.inputs
+        if a is None or b is None or b.const_value is None or b.shape is None:
+            continue
+        if len(b.shape) != 2 or len(b.uses()) != 1 or b.dtype not in (
+                ir.DataType.FLOAT, ir.DataType.FLOAT16):
+            continue
+        groups.setdefault(id(a), []).append(node)
+    fused = 0
+    for nodes in groups.values():
+        if len(nodes) < 2:
+            continue
+        weights: list[ir.Value] = []
+        for n in nodes:
+            w = n.inputs[1]
+            assert w is not None and w.const_value is not None
+            weights.append(w)
+        shapes = [w.const_value.shape.numpy() for w in weights]  # type: ignore[union-attr]
+        dtype = weights[0].dtype
+        if len({s[0] for s in shapes}) != 1 or dtype is None or any(
+                w.dtype != dtype for w in weights):
+            continue
+        # Insert after the last of them, where every consumer order still holds:
+        # all read the same A, and the fused node replaces each at the first's place.
+        first = nodes[0]
+        joined = np.concatenate(
+            [np.asarray(w.const_value.numpy()) for w in weights], axis=1)  # type: ignore[union-attr]
+        name = f"{weights[0].name or 'w'}.fused{len(nodes)}"
+        value = ir.Value(name=name, const_value=ir.tensor(joined, name=name))
+        value.dtype, value.shape = dtype, ir.Shape(joined.shape)
+        graph.register_initializer(value)
+        a = first.inputs[0]
+        matmul = ir.node("MatMul", [a, value], name=f"{first.name or name}_fused")
+        sizes = ir.Value(name=f"{name}.split", const_value=ir.tensor(
+            np.array([s[1] for s in shapes], dtype=np.int64), name=f"{name}.split"))
+        sizes.dtype, sizes.shape = ir.DataType.INT64, ir.Shape([len(nodes)])
+        graph.register_initializer(sizes)
+        split = ir.node("Split", [matmul.outputs[0], sizes], {"axis": -1},
+                        num_outputs=len(nodes), name=f"{first.name or name}_split")
+        matmul.outputs[0].dtype = dtype
+        graph.insert_before(first, [matmul, split])
+        for node, out in zip(nodes, split.outputs):
+            old = node.outputs[0]
+            out.name, out.dtype, out.shape = old.name, dtype, old.shape
+            old.name = None
+            ir.convenience.replace_all_uses_with(old, out, replace_graph_outputs=True)
+        for node, w in zip(nodes, weights):
+            graph.remove(node, safe=True)
+            if w.name is not None and not w.uses():
+                del graph.initializers[w.name]
+        fused += 1
+    return fused

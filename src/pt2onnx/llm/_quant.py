@@ -1,0 +1,106 @@
+"""Weight-only int4 (MatMulNBits) for the Linear layers of an exported decoder.
+
+Round to nearest, symmetric, one scale per block of 32 weights along the input
+dim. The scale of a block is its largest-magnitude weight divided by -8, so that
+weight is exactly -8 steps and the 16 levels -8..7 span the block; onnxruntime's
+``com.microsoft::MatMulNBits`` computes ``A @ ((q - 8) * scale)ᵀ`` with its
+default zero point of 8.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+BLOCK = 32
+BITS = 4
+MS_DOMAIN = "com.microsoft"
+
+
+def quantize_rtn(weight: torch.Tensor, block: int = BLOCK, dequantize: bool = True,
+                 ) -> tuple[np.ndarray, np.ndarray, torch.Tensor | None]:
+    """A Linear weight ``[N, K]`` -> (packed ``uint8 [N, blocks, block/2]``, scales
+    ``[N, blocks]``, the dequantized weight ``[N, K]`` that MatMulNBits computes with,
+    or None with ``dequantize=False``).
+
+    ``K`` is zero-padded to whole blocks; the padding dequantizes to zero.
+    """
+    w = weight.detach().to(torch.float32)
+    n, k = w.shape
+    blocks = -(-k // block)
+    if k % block:
+        padded = torch.zeros(n, blocks * block, dtype=torch.float32)
+        padded[:, :k] = w
+        w = padded
+    grouped = w.reshape(n, blocks, block)
+    high, low = grouped.amax(dim=-1, keepdim=True), grouped.amin(dim=-1, keepdim=True)
+    # The largest-magnitude weight, with its sign (the larger one on a tie).
+    scale = torch.where(high >= -low, high, low) / -8.0
+    # An all-zero block: any scale works; 1 keeps the division finite.
+    safe = torch.where(scale == 0, torch.ones_like(scale), scale)
+    q = (torch.round(grouped / safe).clamp_(-8, 7) + 8).to(torch.uint8)
+    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).numpy()
+    dequant = None
+    if dequantize:
+        dequant = ((q.to(torch.float32) - 8) * scale).reshape(n, blocks * block)[:, :k]
+        dequant = dequant.to(weight.dtype)
+    return packed, scale.reshape(n, blocks).numpy(), dequant
+
+
+def quantize_model(model: ir.Model, block: int = BLOCK, accuracy_level: int = 0) -> list[str]:
+    """Replaces each MatMul by a constant ``[K, N]`` float32 weight with MatMulNBits;
+    returns the names of the weights it quantized."""
+    graph = model.graph
+    done: list[str] = []
+    made: dict[str, tuple[ir.Value, ir.Value]] = {}
+    for node in list(graph):
+        if node.op_type != "MatMul" or node.domain:
+            continue
+        a, b = node.inputs
+        if a is None or b is None or b.const_value is None or b.dtype != ir.DataType.FLOAT:
+            continue
+        if b.shape is None or len(b.shape) != 2 or a.dtype != ir.DataType.FLOAT:
+            continue
+        k, n = b.const_value.shape.numpy()
+        if k < block or n < 1 or graph.outputs.count(b) or not _only_matmuls(b):
+            continue
+        name = b.name or f"w{len(done)}"
+        if name not in made:
+            w = torch.from_numpy(np.ascontiguousarray(b.const_value.numpy()).T.copy())
+            packed, scales, _ = quantize_rtn(w, block, dequantize=False)
+            made[name] = (_initializer(graph, f"{name}.int4", packed),
+                          _initializer(graph, f"{name}.scales", scales.astype(np.float32)))
+            done.append(name)
+        packed_v, scales_v = made[name]
+        new = ir.node("MatMulNBits", [a, packed_v, scales_v],
+                      {"K": k, "N": n, "bits": BITS, "block_size": block,
+                       "accuracy_level": accuracy_level},
+                      domain=MS_DOMAIN, name=f"{node.name or name}_nbits")
+        out = new.outputs[0]
+        old = node.outputs[0]
+        out.name, out.dtype, out.shape = old.name, ir.DataType.FLOAT, old.shape
+        old.name = None
+        graph.insert_before(node, new)
+        ir.convenience.replace_all_uses_with(old, out, replace_graph_outputs=True)
+        graph.remove(node, safe=True)
+    for name in done:  # the float weights are no longer read
+        if name in graph.initializers and not graph.initializers[name].uses():
+            del graph.initializers[name]
+    if done:
+        graph.opset_imports[MS_DOMAIN] = 1
+        model.opset_imports[MS_DOMAIN] = 1
+    return done
+
+
+def _only_matmuls(value: ir.Value) -> bool:
+    return all(user.op_type == "MatMul" and not user.domain and idx == 1
+               for user, idx in value.uses())
+
+
+def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
+    value = ir.Value(name=name, const_value=ir.tensor(array, name=name))
+    value.dtype = value.const_value.dtype  # type: ignore[union-attr]
+    value.shape = ir.Shape(array.shape)
+    graph.register_initializer(value)
+    return value

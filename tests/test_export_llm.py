@@ -1,0 +1,341 @@
+"""export-llm: a checkpoint folder -> a folder onnxruntime-genai generates with.
+
+Each family: a tiny random checkpoint written by save_pretrained (nothing is
+downloaded), exported with ``export_llm``, then onnxruntime-genai's own generation
+loop, fed token ids (no tokenizer): its 32 greedy tokens must equal transformers'
+``generate(do_sample=False)``. Both loops are held to exactly 32 new tokens
+(genai's min_length, transformers' min_new_tokens), so an end token can't stop one
+of them early.
+
+The genai cases need onnxruntime-genai (the ``llm`` extra; ``make test-llm``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import pt2onnx
+from pt2onnx import InvalidInputError
+from pt2onnx.cli import main
+
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+NEW_TOKENS = 32
+PROMPT = [1, 5, 9, 20, 33, 7]
+T = dict(vocab_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+             max_position_embeddings=128)
+
+# Tiny configs; the sliding-window families get a window (8) shorter than the 38
+# positions generated, so the window is exercised; Gemma2 soft-caps as it does by default.
+FAMILIES = {
+    "llama": lambda: transformers.LlamaConfig(num_key_value_heads=2, **SMALL, **T),
+    "mistral": lambda: transformers.MistralConfig(num_key_value_heads=2, sliding_window=8,
+                                                  **SMALL, **T),
+    "qwen2": lambda: transformers.Qwen2Config(num_key_value_heads=2, **SMALL, **T),
+    "qwen3": lambda: transformers.Qwen3Config(num_key_value_heads=2, head_dim=8, **SMALL, **T),
+    "phi": lambda: transformers.PhiConfig(partial_rotary_factor=0.5, **SMALL, **T),
+    "phi3": lambda: transformers.Phi3Config(num_key_value_heads=2,
+                                            original_max_position_embeddings=128, **SMALL, **T),
+    "gemma": lambda: transformers.GemmaConfig(num_key_value_heads=1, head_dim=8, **SMALL, **T),
+    "gemma2": lambda: transformers.Gemma2Config(num_key_value_heads=2, head_dim=8,
+                                                sliding_window=8, **SMALL, **T),
+    "gpt2": lambda: transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=128, **T),
+    "gpt_neox": lambda: transformers.GPTNeoXConfig(**SMALL, **T),
+    "opt": lambda: transformers.OPTConfig(hidden_size=32, num_hidden_layers=2,
+                                          num_attention_heads=4, ffn_dim=64,
+                                          max_position_embeddings=128, word_embed_proj_dim=32,
+                                          **T),
+    "bloom": lambda: transformers.BloomConfig(hidden_size=32, n_layer=2, n_head=4, **T),
+    "falcon": lambda: transformers.FalconConfig(hidden_size=32, num_hidden_layers=2,
+                                                num_attention_heads=4,
+                                                max_position_embeddings=128, **T),
+    "gptj": lambda: transformers.GPTJConfig(n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
+                                            n_positions=128, **T),
+}
+
+
+def _genai():
+    return pytest.importorskip(
+        "onnxruntime_genai",
+        reason="onnxruntime-genai is not installed (the llm extra; make test-llm runs these)")
+
+
+def _checkpoint(name, path, seed=0):
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(FAMILIES[name]()).eval()
+    model.save_pretrained(path)
+    return model
+
+
+def _genai_tokens(out_dir, prompts):
+    og = _genai()
+    model = og.Model(str(out_dir))
+    params = og.GeneratorParams(model)
+    total = len(prompts[0]) + NEW_TOKENS
+    params.set_search_options(max_length=total, min_length=total, batch_size=len(prompts))
+    gen = og.Generator(model, params)
+    gen.append_tokens(np.array(prompts, dtype=np.int32))
+    while not gen.is_done():
+        gen.generate_next_token()
+    return [[int(t) for t in gen.get_sequence(i)] for i in range(len(prompts))]
+
+
+def _reference(model, prompts):
+    ids = torch.tensor(prompts)
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS)
+    return out.tolist()
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_family_generates_transformers_greedy_tokens_in_genai(name, tmp_path):
+    _genai()
+    model = _checkpoint(name, tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    assert (tmp_path / "onnx" / "model.onnx").is_file()
+    cfg = json.loads((tmp_path / "onnx" / "genai_config.json").read_text())
+    assert cfg["model"]["type"] == result.layout.genai_type
+    got = _genai_tokens(tmp_path / "onnx", [PROMPT])
+    assert len(got[0]) == len(PROMPT) + NEW_TOKENS
+    assert got == _reference(model, [PROMPT])
+
+
+@pytest.mark.models
+def test_llama_batch_of_two_prompts(tmp_path):
+    """Batch 2 through genai: the graph's batch dim is general (exported from batch 1)."""
+    _genai()
+    model = _checkpoint("llama", tmp_path / "ckpt", seed=1)
+    pt2onnx.export_llm(model, tmp_path / "onnx")
+    prompts = [PROMPT, [1, 40, 41, 42, 43, 44]]
+    assert _genai_tokens(tmp_path / "onnx", prompts) == _reference(model, prompts)
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("name", ["llama", "gemma2"])
+def test_one_token_prompt(name, tmp_path):
+    """The first step at sequence_length = total_sequence_length = 1 (the capture's
+    example had 3 and 8): the graph is general in both."""
+    _genai()
+    model = _checkpoint(name, tmp_path / "ckpt", seed=2)
+    pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    assert _genai_tokens(tmp_path / "onnx", [[1]]) == _reference(model, [[1]])
+
+
+@pytest.mark.models
+def test_graph_io_contract_and_empty_past(tmp_path):
+    """Names and dims genai expects; a first step with past_sequence_length 0 runs in
+    onnxruntime and matches eager."""
+    import onnx
+    import onnxruntime as ort
+
+    model = _checkpoint("qwen2", tmp_path / "ckpt")
+    pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    path = tmp_path / "onnx" / "model.onnx"
+    proto = onnx.load(str(path), load_external_data=False)
+    dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in [*proto.graph.input, *proto.graph.output]}
+    assert dims["input_ids"] == ["batch_size", "sequence_length"]
+    assert dims["attention_mask"] == ["batch_size", "total_sequence_length"]
+    assert dims["position_ids"] == ["batch_size", "sequence_length"]
+    assert dims["past_key_values.1.value"] == ["batch_size", 2, "past_sequence_length", 8]
+    assert dims["logits"] == ["batch_size", "sequence_length", 128]
+    assert dims["present.0.key"] == ["batch_size", 2, "total_sequence_length", 8]
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    ids = torch.tensor([PROMPT, PROMPT[::-1]])
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0  # left padding
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy(),
+             "position_ids": pos.numpy()}
+    for i in range(2):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = np.zeros((2, 2, 0, 8), np.float32)
+    logits, *present = session.run(None, feeds)
+    with torch.no_grad():
+        ref = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+    real = mask.bool().numpy()  # padded rows' logits are unspecified
+    np.testing.assert_allclose(logits[real], ref.logits.numpy()[real], atol=1e-4, rtol=1e-4)
+    assert present[0].shape == (2, 2, len(PROMPT), 8)
+
+
+@pytest.mark.models
+def test_int4_matches_eager_with_the_dequantized_weights(tmp_path):
+    """int4 is exact: genai's tokens equal transformers running the same dequantized
+    Linear weights, and the first step's logits agree to float32 rounding."""
+    _genai()
+    cfg = transformers.LlamaConfig(num_key_value_heads=2, hidden_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, intermediate_size=96,
+                                   max_position_embeddings=128, **T)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    result = pt2onnx.export_llm(model, tmp_path / "onnx", precision="int4")
+    linears = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    # Per layer: q/k/v fused, o, gate/up fused, down; then the LM head.
+    assert len(result.quantized) == 4 * 2 + 1
+    with torch.no_grad():
+        for m in linears.values():
+            m.weight.copy_(pt2onnx.llm.quantize_rtn(m.weight)[2])
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+    import onnx
+    import onnxruntime as ort
+
+    proto = onnx.load(str(result.model_path), load_external_data=False)
+    assert sum(n.op_type == "MatMulNBits" for n in proto.graph.node) == 4 * 2 + 1
+    weights = {i.name for i in proto.graph.initializer}
+    assert not [n for n in proto.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
+    session = ort.InferenceSession(str(result.model_path), providers=["CPUExecutionProvider"])
+    ids = torch.tensor([PROMPT])
+    feeds = {"input_ids": ids.numpy(), "attention_mask": np.ones_like(ids.numpy()),
+             "position_ids": np.arange(len(PROMPT))[None]}
+    for i in range(2):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, 2, 0, 16), np.float32)
+    with torch.no_grad():
+        ref = model(input_ids=ids).logits.numpy()
+    np.testing.assert_allclose(session.run(None, feeds)[0], ref, atol=1e-4, rtol=1e-4)
+
+
+def test_quantize_rtn_round_trips_the_int4_grid():
+    """Each block's largest-magnitude weight is exactly -8 steps (the positive one on
+    a tie); the others round to
+    the nearest of -8..7 steps (within half a step, or one step at the clamped +8
+    end); padding to whole blocks dequantizes to 0."""
+    torch.manual_seed(0)
+    w = torch.randn(5, 70)
+    packed, scales, deq = pt2onnx.llm.quantize_rtn(w)
+    assert packed.shape == (5, 3, 16) and scales.shape == (5, 3)
+    scale = torch.from_numpy(scales).repeat_interleave(32, dim=1)
+    err = (deq - w).abs() / scale[:, :70].abs()
+    assert (err <= 1 + 1e-5).all() and (err <= 0.5 + 1e-5).float().mean() > 0.9
+    low = torch.from_numpy(packed & 0xF).int()
+    high = torch.from_numpy(packed >> 4).int()
+    q = torch.stack([low, high], -1).reshape(5, 96) - 8
+    assert torch.equal(q[:, :70].float() * scale[:, :70], deq)
+    assert ((q == -8).reshape(5, 3, 32).any(-1)).all()  # each block's largest weight
+    assert (q[:, 70:] == 0).all()
+
+
+@pytest.mark.models
+def test_fp16_runs_in_onnxruntime_close_to_eager_half(tmp_path):
+    import onnxruntime as ort
+
+    model = _checkpoint("llama", tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx", precision="fp16")
+    session = ort.InferenceSession(str(result.model_path), providers=["CPUExecutionProvider"])
+    ids = torch.tensor([PROMPT])
+    feeds = {"input_ids": ids.numpy(), "attention_mask": np.ones_like(ids.numpy()),
+             "position_ids": np.arange(len(PROMPT))[None]}
+    for i in range(2):
+        for kv in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, 2, 0, 8), np.float16)
+    logits = session.run(None, feeds)[0]
+    assert logits.dtype == np.float16
+    with torch.no_grad():
+        ref = model.float()(input_ids=ids).logits.numpy()
+    np.testing.assert_allclose(logits.astype(np.float32), ref, atol=2e-2, rtol=2e-2)
+    try:
+        _genai()
+    except pytest.skip.Exception:
+        return
+    # genai runs the float16 folder on the CPU too; on this checkpoint its greedy tokens
+    # are float32 transformers' (no near-tie flips in 32 steps).
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+@pytest.mark.models
+def test_cli_export_llm_copies_the_tokenizer_files(tmp_path, capsys):
+    _checkpoint("gpt2", tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "tokenizer.json").write_text('{"version": "1.0"}')
+    (tmp_path / "ckpt" / "merges.txt").write_text("#version: 0.2\n")
+    assert main(["export-llm", str(tmp_path / "ckpt"), "-o", str(tmp_path / "out"), "-q"]) == 0
+    printed = capsys.readouterr().out
+    assert "type 'decoder'" in printed and "tokenizer.json" in printed
+    assert (tmp_path / "out" / "tokenizer.json").read_text() == '{"version": "1.0"}'
+    assert (tmp_path / "out" / "merges.txt").is_file()
+
+
+def test_cli_export_llm_needs_a_checkpoint_folder(tmp_path, capsys):
+    assert main(["export-llm", str(tmp_path), "-o", str(tmp_path / "out")]) == 2
+    assert "no config.json" in capsys.readouterr().err
+
+
+def test_encoder_decoder_is_refused_with_the_reason(tmp_path):
+    cfg = transformers.T5Config(d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4)
+    cfg.save_pretrained(tmp_path)
+    with pytest.raises(InvalidInputError, match="encoder-decoder"):
+        pt2onnx.export_llm(tmp_path, tmp_path / "out")
+
+
+def test_recurrent_family_is_refused_with_the_reason(tmp_path):
+    cfg = transformers.MambaConfig(hidden_size=16, num_hidden_layers=1, vocab_size=64)
+    cfg.save_pretrained(tmp_path)
+    with pytest.raises(InvalidInputError, match="SSM state"):
+        pt2onnx.export_llm(tmp_path, tmp_path / "out")
+
+
+def test_unknown_precision_is_refused(tmp_path):
+    with pytest.raises(InvalidInputError, match="fp32, fp16, int4"):
+        pt2onnx.export_llm(tmp_path, tmp_path / "out", precision="int8")
+
+
+@pytest.mark.parametrize("opset", [17, 21, 23])
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_sdpa_row_with_every_key_masked_is_zero_as_in_torch(opset, kind):
+    """A left-padded batch gives padding queries that see no key; torch's sdpa returns 0
+    there, and so must the export (NaN would reach the next layer's keys/values)."""
+    import torch.nn.functional as F
+
+    class Sdpa(torch.nn.Module):
+        def forward(self, q, k, v, m):
+            return F.scaled_dot_product_attention(q, k, v, m)
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 5, 8) for _ in range(3))
+    keep = torch.rand(2, 1, 5, 5) > 0.4
+    keep[0, 0, 1] = False
+    mask = keep if kind == "bool" else torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))
+    prog = pt2onnx.export(Sdpa(), (q, k, v, mask), opset=opset)
+    (out,) = prog.run(q, k, v, mask)
+    assert not np.isnan(out).any() and (out[0, :, 1] == 0).all()
+    assert prog.verify(q, k, v, mask).ok
+
+
+@pytest.mark.models
+def test_docs_flow_text_in_text_out_with_the_copied_tokenizer(tmp_path):
+    """docs/llm.md's loop: genai's tokenizer reads the copied tokenizer files (a tiny
+    byte-level BPE trained here) and the generated ids decode back to the prompt."""
+    og = _genai()
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(["the capital of france is paris", "the cat sat on the mat"] * 20,
+                            trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
+    fast.save_pretrained(tmp_path / "ckpt")
+    cfg = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                  vocab_size=len(fast), bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path / "ckpt")
+    pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    model = og.Model(str(tmp_path / "onnx"))
+    tokenizer = og.Tokenizer(model)
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=16)
+    generator = og.Generator(model, params)
+    prompt = tokenizer.encode("the capital of france is")
+    assert list(prompt) == fast.encode("the capital of france is")
+    generator.append_tokens(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+    text = tokenizer.decode(generator.get_sequence(0))
+    assert text.startswith("the capital of france is")
