@@ -56,6 +56,19 @@ FAMILIES = {
                                                 max_position_embeddings=128, **T),
     "gptj": lambda: transformers.GPTJConfig(n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
                                             n_positions=128, **T),
+    # Mixture-of-experts families (issue 18): 4 experts, top-2, routed per token.
+    "mixtral": lambda: transformers.MixtralConfig(num_key_value_heads=2, num_local_experts=4,
+                                                  num_experts_per_tok=2, **SMALL, **T),
+    "qwen3_moe": lambda: transformers.Qwen3MoeConfig(
+        num_key_value_heads=2, head_dim=8, moe_intermediate_size=16, num_experts=4,
+        num_experts_per_tok=2, norm_topk_prob=True, **SMALL, **T),
+    "olmoe": lambda: transformers.OlmoeConfig(num_key_value_heads=2, num_experts=4,
+                                              num_experts_per_tok=2, **SMALL, **T),
+    "gpt_oss": lambda: transformers.GptOssConfig(
+        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, head_dim=8,
+        sliding_window=8, **dict(SMALL, max_position_embeddings=4096), **T),
+    "granitemoe": lambda: transformers.GraniteMoeConfig(
+        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, **SMALL, **T),
 }
 
 
