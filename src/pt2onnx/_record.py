@@ -69,8 +69,11 @@ _ESCAPES = {
 _DATA = torch.Tensor.data  # its __get__ (a fresh method-wrapper each time) is what's seen
 _VALUE_OPS = {aten.is_nonzero.default, aten._local_scalar_dense.default}
 # Ops whose output shape comes from their inputs' values without the dynamic_output_shape
-# tag saying so.
-_SHAPE_FROM_VALUES = {"aten::_pack_padded_sequence", "pt2onnx::packed_rnn"}
+# tag saying so (torchvision's custom ops carry no tags).
+_SHAPE_FROM_VALUES = {"aten::_pack_padded_sequence", "pt2onnx::packed_rnn",
+                      "torchvision::nms", "pt2onnx::batched_nms"}
+_STATIC_NAMESPACES = {"aten", "prims", "quantized_decomposed"}
+_STATIC_OPS = {"pt2onnx::as_output"}
 _MASK_INDEX_OPS = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default}
 
 
@@ -306,8 +309,15 @@ class _Dispatch(TorchDispatchMode):
                     "control flow)")
             # A value of a constant or a weight: the Python value is what the graph uses.
             return func(*args, **kwargs)
-        if tainted and func.name() in _SHAPE_FROM_VALUES:
+        name = func.name()
+        if tainted and name in _SHAPE_FROM_VALUES:
             raise Unrecordable(f"{func}'s output shape depends on the inputs' values")
+        if tainted and name.split("::", 1)[0] not in _STATIC_NAMESPACES and \
+                name not in _STATIC_OPS:
+            # A library's custom op: only its fake kernel (torch.export) knows whether
+            # its output shape depends on values, as torchvision::nms's does.
+            raise Unrecordable(f"{func} is a custom op; torch.export captures it with its "
+                               "fake kernel")
         if tainted and torch.Tag.dynamic_output_shape in tags and not (
                 func in _MASK_INDEX_OPS and not any(
                     t.dtype in (torch.bool, torch.uint8) for t in tensors[1:])):
