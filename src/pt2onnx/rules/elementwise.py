@@ -218,6 +218,8 @@ def remainder(g: RuleContext, a: Any, b: Any) -> ir.Value:
     dtype = g.dtype
     a_val, b_val = operand(g, a, dtype), operand(g, b, dtype)
     if not is_float(dtype):
+        if _int_zero(b):
+            return g.op.Identity(a_val)
         return g.op.Mod(a_val, b_val, fmod=0)
     return g.op.Sub(a_val, g.op.Mul(g.op.Floor(g.op.Div(a_val, b_val)), b_val))
 
@@ -226,7 +228,16 @@ def remainder(g: RuleContext, a: Any, b: Any) -> ir.Value:
 def fmod(g: RuleContext, a: Any, b: Any) -> ir.Value:
     """fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
     dtype = g.dtype
+    if not is_float(dtype) and _int_zero(b):
+        return g.op.Identity(operand(g, a, dtype))
     return g.op.Mod(operand(g, a, dtype), operand(g, b, dtype), fmod=1)
+
+
+def _int_zero(b: Any) -> bool:
+    """An integer remainder by the constant 0: eager raises unless the tensor is empty
+    (take_along_dim's decomposition wraps indices of a 0-size dim by 0), and onnxruntime
+    refuses to load a Mod by a constant 0 even for an empty tensor. The result is empty."""
+    return isinstance(b, (bool, int)) and not isinstance(b, torch.SymInt) and b == 0
 
 
 @translation([aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar])
@@ -518,3 +529,18 @@ def copy(g: RuleContext, x: ir.Value, src: ir.Value, non_blocking: bool = False)
 def atan2_out(g: RuleContext, a: ir.Value, b: ir.Value, *, out: Any = None) -> ir.Value:
     """atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"""
     return atan2(g, a, b)
+
+
+@translation(aten.addcmul.default)
+def addcmul(g: RuleContext, x: Any, t1: Any, t2: Any, value: Any = 1) -> ir.Value:
+    """addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
+
+    Eager casts ``value`` to the result dtype first: an integer addcmul with
+    ``value=0.5`` multiplies by 0 (torch's decomposition refuses that case)."""
+    dtype = g.dtype
+    prod = g.op.Mul(operand(g, t1, dtype), operand(g, t2, dtype))
+    if not is_float(dtype):
+        value = bool(value) if dtype == ir.DataType.BOOL else int(value)
+    if value != 1:
+        prod = g.op.Mul(prod, g.const(value, dtype))
+    return g.op.Add(operand(g, x, dtype), prod)

@@ -49,13 +49,16 @@ def _first_lines(e: BaseException, n: int = 3) -> str:
 
 
 def export(exporter: str, module: torch.nn.Module, args: tuple[Any, ...],
-           dynamic_shapes: Any) -> tuple[Any, set[str]]:
-    """The ModelProto of ``module`` from ``exporter``, and the ATen ops it used."""
+           dynamic_shapes: Any) -> tuple[Any, set[str], list[str]]:
+    """The ModelProto of ``module`` from ``exporter``, the ATen ops it used, and the
+    dynamic dims it reported fixed (made static) with the reason."""
     if exporter == "pt2onnx":
         import pt2onnx
 
         prog = pt2onnx.export(module, args, dynamic_shapes=dynamic_shapes)
-        return prog.model_proto, set(prog.report.aten_histogram)
+        rep = prog.report
+        return (prog.model_proto, set(rep.aten_histogram),
+                list(rep.fixed_axes) + list(rep.dynamic_refinements))
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
             warnings.catch_warnings():
@@ -64,7 +67,7 @@ def export(exporter: str, module: torch.nn.Module, args: tuple[Any, ...],
                                  verbose=False, report=False)
     ops = {str(n.target) for n in prog.exported_program.graph.nodes
            if n.op == "call_function"} if prog.exported_program is not None else set()
-    return prog.model_proto, ops
+    return prog.model_proto, ops, []
 
 
 def _session(proto: Any) -> Any:
@@ -108,7 +111,7 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
     atol, rtol = TOLERANCE[bool(ns.get("HALF"))]
     expected = _eager(module, args)
     try:
-        proto, ops = export(exporter, module, copy.deepcopy(args), ns["dynamic_shapes"]())
+        proto, ops, fixed = export(exporter, module, copy.deepcopy(args), ns["dynamic_shapes"]())
     except Exception as e:  # noqa: BLE001 - every refusal is classified
         import pt2onnx
 
@@ -124,6 +127,9 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
     except Exception as e:  # noqa: BLE001
         return Outcome("runtime", "load: " + _first_lines(e), ops=ops)
     for i, size in enumerate(sizes):
+        if i and fixed:  # the exporter said the model fixes B: a typed refusal
+            return Outcome("export_error", "dynamic dim made static, as reported: "
+                           + "; ".join(fixed)[:300], typed=True, ops=ops)
         if i:
             args = ns["make_inputs"](size)
             expected = _eager(module, args)

@@ -21,7 +21,7 @@ DTYPES = {
     torch.float32: "torch.float32", torch.float16: "torch.float16",
     torch.int64: "torch.int64", torch.int32: "torch.int32", torch.bool: "torch.bool",
 }
-B_MIN, B_MAX = 2, 64
+B_MIN, B_MAX = 4, 64
 
 
 def at(shape: Shape, b: int) -> tuple[int, ...]:
@@ -161,14 +161,14 @@ def render(p: Program) -> str:
         lines.append(f"        {s.code}")
     outs = ", ".join(p.outputs) + ("," if len(p.outputs) == 1 else "")
     lines += [f"        return ({outs})", "", ""]
-    b0 = p.b[0] if p.b else 3
+    b0 = p.b[0] if p.b else 5
     lines += [f"def make_inputs(b={b0}):", "    g = torch.Generator().manual_seed(SEED)"]
     for x in inputs:
         lines.append(f"    {x.name} = {x.make_src()}")
     names = ", ".join(x.name for x in inputs) + ("," if len(inputs) == 1 else "")
     lines += [f"    return ({names})", "", ""]
     lines += ["def dynamic_shapes():", "    if B is None:", "        return None",
-              '    b = torch.export.Dim("B", min=2, max=64)']
+              '    b = torch.export.Dim("B", min=4, max=64)']
     specs = []
     for x in inputs:
         axes = {i: c for i, (c, _) in enumerate(x.shape) if c}
