@@ -261,15 +261,20 @@ def pow_(g: RuleContext, a: Any, b: Any) -> ir.Value:
 
 @translation(aten.atan2.default)
 def atan2(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
-    """atan2(Tensor self, Tensor other) -> Tensor"""
+    """atan2(Tensor self, Tensor other) -> Tensor
+
+    C's values on the axes and at the origin (atan2(0, 0) is 0, not atan(0 / 0)), as the
+    complex angle computes them; float16 runs in float32, float64 with one Newton step
+    (onnxruntime has no float64 Atan)."""
+    from pt2onnx.rules.complex import _atan2_f64
+    from pt2onnx.rules.complex import atan2 as careful_atan2
+
     dtype = g.dtype
-    y, x = operand(g, a, dtype), operand(g, b, dtype)
-    base = g.op.Atan(g.op.Div(y, x))
-    zero = g.const(0.0, dtype)
-    pi = g.const(math.pi, dtype)
-    # Quadrant fix-ups: x < 0 adds +-pi depending on the sign of y.
-    shift = g.op.Where(g.op.Less(x, zero), g.op.Where(g.op.Less(y, zero), g.op.Neg(pi), pi), zero)
-    return g.op.Add(base, shift)
+    if dtype == ir.DataType.DOUBLE:
+        return _atan2_f64(g, operand(g, a, dtype), operand(g, b, dtype))
+    work = ir.DataType.FLOAT if dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16) else dtype
+    y, x = operand(g, a, work), operand(g, b, work)
+    return g.cast(careful_atan2(g, y, x), dtype)
 
 
 def _logical(onnx_op: str, g: RuleContext, a: Any, b: Any) -> ir.Value:
