@@ -308,6 +308,8 @@ for _ops, _b, _i in (
 
 def _compare(onnx_op: str, negate: bool, g: RuleContext, a: Any, b: Any) -> ir.Value:
     dtype = result_dtype(a, b)
+    if dtype == ir.DataType.BOOL and onnx_op != "Equal":
+        dtype = ir.DataType.INT32  # ONNX orders numbers only: False < True as 0 < 1
     out = getattr(g.op, onnx_op)(operand(g, a, dtype), operand(g, b, dtype))
     return g.op.Not(out) if negate else out
 
