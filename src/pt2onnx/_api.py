@@ -406,7 +406,7 @@ def _export(
                 try:
                     program = _compat.run_decompositions(
                         captured.program, _decomp.decomposition_table(keep))
-                except Exception as retrace:  # noqa: BLE001 - the op stays unsupported
+                except Exception as retrace:  # the op stays unsupported
                     # torch's own decomposition refuses it (addcmul of ints with a float
                     # value): the typed error naming the op is the one to show.
                     text = str(retrace).strip().splitlines()

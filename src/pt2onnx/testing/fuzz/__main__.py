@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown exporter {e!r}; choose from {', '.join(EXPORTERS)}")
     warnings.filterwarnings("ignore")
     start = time.perf_counter()
-    counts = {e: Counter() for e in exporters}
-    untyped = Counter()
+    counts: dict[str, Counter[str]] = {e: Counter() for e in exporters}
+    untyped: Counter[str] = Counter()
     ops: set[str] = set()
     for i in range(ns.start, ns.start + ns.count):
         program = generate(program_seed(ns.seed, i))

@@ -264,7 +264,7 @@ def check_eager(program: Program) -> str | None:
             for t in out:
                 if not isinstance(t, torch.Tensor):
                     return "output is not a tensor"
-    except Exception as e:  # noqa: BLE001 - any failure makes the program invalid
+    except Exception as e:  # any failure makes the program invalid
         return f"{type(e).__name__}: {e}"
     return None
 

@@ -82,7 +82,7 @@ def minimize(p: Program, exporter: str, cls: str, max_checks: int = 300,
             if checks >= max_checks:
                 break
     p.half = any(x.dtype.is_floating_point and x.dtype.itemsize == 2 for x in p.used_leaves()) \
-        or p.half and any("float16" in s.code for s in p.stmts)
+        or (p.half and any("float16" in s.code for s in p.stmts))
     return p
 
 

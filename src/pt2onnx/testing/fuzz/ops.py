@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 
 from pt2onnx.testing.fuzz.generator import ALL_DTYPES, FLOATS, INTS, Builder, Rejected, Var
-from pt2onnx.testing.fuzz.program import Shape
+from pt2onnx.testing.fuzz.program import Leaf, Shape
 
 # Functions of x that are continuous (safe on float16-rounded values) and bounded enough.
 FLOAT_UNARY = [
@@ -64,7 +64,7 @@ def unary(g: Builder) -> None:
 
 
 def _operand(g: Builder, shape: Shape, dtype: torch.dtype | None = None,
-             scalar_ok: bool = True, avoid_base: str | None = None) -> tuple[str, list[str], list]:
+             scalar_ok: bool = True, avoid_base: str | None = None) -> tuple[str, list[str], list[Leaf]]:
     """The other operand of a binary op: an existing value, a new leaf, or a scalar."""
     rng = g.rng
     r = rng.random()
@@ -166,9 +166,10 @@ def matmul(g: Builder) -> None:
         other_shape = v.shape[:-2] + other_shape
     dtype = v.dtype if rng.random() < 0.9 else rng.choice(FLOATS)
     same = [w for w in g.vars.values() if w.shape == other_shape and w.dtype == dtype]
+    leaves: list[Leaf] = []
     if same and rng.random() < 0.5:
-        w = rng.choice(same)
-        ref, uses, leaves = w.ref, [w.name], []
+        pick = rng.choice(same)
+        ref, uses = pick.ref, [pick.name]
     else:
         leaf = g.leaf(other_shape, dtype)
         ref, uses, leaves = leaf.ref, [], [leaf]
@@ -310,182 +311,6 @@ def _factor(rng: random.Random, n: int) -> list[int]:
     return merged
 
 
-def shape_of(g: Builder, expr: str) -> Shape:
-    """The affine shape of an expression over existing values (meta evaluation)."""
-    shapes = []
-    try:
-        for env in g.envs:
-            shapes.append(tuple(eval(expr, dict(env)).shape))
-    except Exception as e:
-        raise Rejected(str(e)) from None
-    shape = g._affine(shapes)
-    if shape is None:
-        raise Rejected("not affine")
-    return shape
-
-
-def _target(g: Builder) -> tuple[Var, str]:
-    """A value to update in place, maybe through a view of it."""
-    rng = g.rng
-    v = g.pick(lambda w: w.writable and not w.leaf)
-    if v is None:
-        raise Rejected("nothing writable")
-    ref = v.ref
-    if v.rank and rng.random() < 0.6:
-        d = rng.randrange(v.rank)
-        r = rng.random()
-        if r < 0.5:
-            parts = [":"] * v.rank
-            parts[d] = _slice_src(g, v, d)
-            ref = f"{ref}[{', '.join(parts)}]"
-        elif r < 0.75 and g.min_size(v.shape[d]) > 0:
-            ref = f"{ref}.select({d}, {rng.randint(0, g.min_size(v.shape[d]) - 1)})"
-        elif v.rank >= 2:
-            ref = f"{ref}.transpose(0, {v.rank - 1})"
-    return v, ref
-
-
-def inplace(g: Builder) -> None:
-    rng = g.rng
-    v, tgt = _target(g)
-    shape = shape_of(g, tgt)
-    kind = rng.choice(["add_", "sub_", "mul_", "div_", "clamp_", "masked_fill_", "copy_",
-                       "setitem", "index_put_", "fill_", "zero_", "relu_", "iadd", "scatter_",
-                       "scatter_add_", "index_put_acc", "neg_"])
-    uses = [v.name]
-    leaves: list = []
-    if kind in ("add_", "sub_", "mul_", "div_", "copy_", "setitem", "iadd"):
-        b, more, leaves = _operand(g, shape, scalar_ok=kind not in ("copy_",),
-                                   avoid_base=v.base)
-        if kind == "div_":
-            b = f"({b}.abs() + 1)" if not b[0].isdigit() and b[0] not in "-T" else "2"
-        uses += more
-        code = {"setitem": f"{tgt}[...] = {b}", "iadd": f"{tgt} += {b}"}.get(
-            kind, f"{tgt}.{kind}({b})")
-        if kind == "iadd" and not tgt.isidentifier():
-            code = f"{tgt}.add_({b})"
-    elif kind == "clamp_":
-        code = f"{tgt}.clamp_({rng.choice(['-1', '0', 'min=-2'])}, {rng.choice(['2', '3'])})"
-    elif kind == "masked_fill_":
-        mask, more, leaves = _mask(g, shape, v.base)
-        uses += more
-        code = f"{tgt}.masked_fill_({mask}, {rng.choice(['0', '1', '-3', 'True'])})"
-    elif kind == "fill_":
-        code = f"{tgt}.fill_({rng.choice(['0', '2', '-1', 'True'])})"
-    elif kind in ("zero_", "relu_", "neg_"):
-        code = f"{tgt}.{kind}()"
-    elif kind in ("index_put_", "index_put_acc"):
-        if not shape:
-            raise Rejected("rank 0")
-        bound = shape[0]
-        if bound[0] and bound != (1, 0):
-            raise Rejected("bound")
-        k = rng.randint(0, max(0, min(3, g.min_size(bound))))
-        acc = kind == "index_put_acc"
-        idx = g.leaf(((0, k),), torch.int64, data="index", bound=bound,
-                     unique_dim=None if acc else 0)
-        val, more, vleaves = _operand(g, ((0, k), *shape[1:]), avoid_base=v.base)
-        uses += more
-        leaves = [idx, *vleaves]
-        if acc:
-            code = f"{tgt}.index_put_(({idx.ref},), torch.as_tensor({val}), accumulate=True)"
-        else:
-            code = f"{tgt}[{idx.ref}] = {val}"
-    else:  # scatter_, scatter_add_
-        if not shape:
-            raise Rejected("rank 0")
-        d = rng.randrange(len(shape))
-        idx, ishape = _index_for(g, shape, d, unique=kind == "scatter_")
-        src = g.leaf(ishape, rng.choice(ALL_DTYPES)) if g.can_leaf(ishape) else None
-        if src is None:
-            raise Rejected("src")
-        leaves = [idx, src]
-        code = f"{tgt}.{kind}({d}, {idx.ref}, {src.ref}.to({tgt}.dtype))"
-    g.add(code, kind, uses, None, leaves)
-
-
-def _mask(g: Builder, shape: Shape, avoid: str | None = None) -> tuple[str, list[str], list]:
-    rng = g.rng
-    bools = [w for w in g.vars.values() if w.dtype == torch.bool and w.base != avoid
-             and len(w.shape) <= len(shape) and w.shape == shape[len(shape) - len(w.shape):]]
-    if bools and rng.random() < 0.5:
-        w = rng.choice(bools)
-        return w.ref, [w.name], []
-    part = g.partner_shape(shape)
-    if not g.can_leaf(part) or len(part) > len(shape):
-        part = shape
-    leaf = g.leaf(part, torch.bool)
-    return leaf.ref, [], [leaf]
-
-
-def _index_for(g: Builder, shape: Shape, d: int, unique: bool):
-    """An index leaf for dim d of a tensor of ``shape`` (gather/scatter layout)."""
-    rng = g.rng
-    bound = shape[d]
-    if bound[0] and bound != (1, 0):
-        raise Rejected("bound")
-    mins = g.min_size(bound)
-    k = rng.randint(0, max(0, min(mins, 4))) if unique else rng.randint(0, 4)
-    if not unique and mins == 0:
-        k = 0
-    ishape = tuple((0, k) if i == d else s if rng.random() < 0.8 or s[0] else (0, min(1, s[1]))
-                   for i, s in enumerate(shape))
-    if not g.can_leaf(ishape):
-        raise Rejected("index shape")
-    return g.leaf(ishape, torch.int64, data="index", bound=bound,
-                  unique_dim=d if unique else None), ishape
-
-
-def gather_scatter(g: Builder) -> None:
-    rng = g.rng
-    v = g.pick(lambda w: w.rank >= 1)
-    if v is None:
-        raise Rejected("no value")
-    d = rng.randrange(v.rank)
-    kind = rng.choice(["gather", "scatter", "scatter_value", "scatter_add", "scatter_reduce",
-                       "index_select", "index_add", "take_along_dim", "index"])
-    out = g.fresh("v")
-    dn = _neg(g, d, v.rank)
-    if kind in ("index_select", "index_add", "index"):
-        bound = v.shape[d]
-        if bound[0] and bound != (1, 0):
-            raise Rejected("bound")
-        k = rng.randint(0, 4) if g.min_size(bound) else 0
-        idx = g.leaf(((0, k),), torch.int64, data="index", bound=bound)
-        if kind == "index_select":
-            g.add(f"{out} = torch.index_select({v.ref}, {dn}, {idx.ref})", kind, [v.name], out,
-                  [idx])
-        elif kind == "index":
-            g.add(f"{out} = {v.ref}[{', '.join([':'] * d + [idx.ref])}]", kind, [v.name], out,
-                  [idx])
-        else:
-            src_shape = tuple((0, k) if i == d else s for i, s in enumerate(v.shape))
-            src = g.leaf(src_shape, v.dtype)
-            g.add(f"{out} = torch.index_add({v.ref}, {dn}, {idx.ref}, {src.ref})", kind,
-                  [v.name], out, [idx, src])
-        return
-    idx, ishape = _index_for(g, v.shape, d, unique=kind in ("scatter", "scatter_value"))
-    if kind in ("gather", "take_along_dim"):
-        fn = "torch.gather" if kind == "gather" else "torch.take_along_dim"
-        g.add(f"{out} = {fn}({v.ref}, {dn}, {idx.ref})" if kind == "gather" else
-              f"{out} = {fn}({v.ref}, {idx.ref}, {dn})", kind, [v.name], out, [idx])
-        return
-    if kind == "scatter_value":
-        g.add(f"{out} = torch.scatter({v.ref}, {dn}, {idx.ref}, {rng.choice(['1.5', '-2', '0'])})",
-              kind, [v.name], out, [idx])
-        return
-    src = g.leaf(ishape, v.dtype)
-    if kind == "scatter_reduce":
-        red = rng.choice(["sum", "prod", "amax", "amin", "mean"])
-        incl = rng.choice([True, False])
-        g.add(f"{out} = torch.scatter_reduce({v.ref}, {dn}, {idx.ref}, {src.ref}, "
-              f"'{red}', include_self={incl})", f"scatter_reduce.{red}", [v.name], out,
-              [idx, src])
-        return
-    fn = "torch.scatter" if kind == "scatter" else "torch.scatter_add"
-    g.add(f"{out} = {fn}({v.ref}, {dn}, {idx.ref}, {src.ref})", kind, [v.name], out, [idx, src])
-
-
 def cat_stack(g: Builder) -> None:
     rng = g.rng
     v = g.pick(lambda w: w.rank >= 1)
@@ -516,6 +341,20 @@ def cat_stack(g: Builder) -> None:
     fn = "torch.stack" if stack else "torch.cat"
     out = g.fresh("v")
     g.add(f"{out} = {fn}([{', '.join(items)}], {_neg(g, d, v.rank)})", fn[6:], uses, out, leaves)
+
+
+def _mask(g: Builder, shape: Shape, avoid: str | None = None) -> tuple[str, list[str], list[Leaf]]:
+    rng = g.rng
+    bools = [w for w in g.vars.values() if w.dtype == torch.bool and w.base != avoid
+             and len(w.shape) <= len(shape) and w.shape == shape[len(shape) - len(w.shape):]]
+    if bools and rng.random() < 0.5:
+        w = rng.choice(bools)
+        return w.ref, [w.name], []
+    part = g.partner_shape(shape)
+    if not g.can_leaf(part) or len(part) > len(shape):
+        part = shape
+    leaf = g.leaf(part, torch.bool)
+    return leaf.ref, [], [leaf]
 
 
 def where(g: Builder) -> None:
@@ -593,7 +432,7 @@ def misc(g: Builder) -> None:
         raise Rejected("no value")
     d = rng.randrange(v.rank)
     out = g.fresh("v")
-    leaves: list = []
+    leaves: list[Leaf] = []
     kind = rng.choice(["flip", "roll", "tril", "triu", "pad", "repeat", "sort", "topk",
                        "layer_norm", "masked_fill", "clamp_t", "lerp", "addcmul", "tile"])
     ref = v.ref
@@ -644,12 +483,14 @@ def misc(g: Builder) -> None:
 
 
 WEIGHTS: list[tuple[Callable[[Builder], None], int]] = [
-    (unary, 14), (binary, 16), (reduce, 7), (matmul, 5), (view, 18), (inplace, 14),
-    (gather_scatter, 7), (cat_stack, 5), (where, 4), (scan, 4), (constant, 3), (clone, 5),
+    (unary, 14), (binary, 16), (reduce, 7), (matmul, 5), (view, 18), (cat_stack, 5), (where, 4), (scan, 4), (constant, 3), (clone, 5),
     (misc, 6),
 ]
 
 
 def draw(rng: random.Random) -> Callable[[Builder], None]:
-    fns, weights = zip(*WEIGHTS)
-    return rng.choices(fns, weights)[0]
+    from pt2onnx.testing.fuzz import ops_update
+
+    weights = [*WEIGHTS, (ops_update.inplace, 14), (ops_update.gather_scatter, 7)]
+    fns, w = zip(*weights)
+    return rng.choices(fns, w)[0]
