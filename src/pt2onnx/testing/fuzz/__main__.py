@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="minimize each checker/runtime/mismatch failure, write it here")
     ap.add_argument("--show", action="store_true", help="print each program's source")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--progress", type=int, default=0, metavar="K",
+                    help="also print the running summary every K programs")
     ns = ap.parse_args(argv)
     exporters = [e.strip() for e in ns.exporter.split(",")]
     for e in exporters:
@@ -57,19 +59,31 @@ def main(argv: list[str] | None = None) -> int:
                 small = minimize(program, exporter, outcome.cls)
                 path = save(small, check(small, exporter), exporter, ns.save_corpus)
                 print(f"  minimized to {len(small.stmts)} statements: {path}", flush=True)
-    seconds = round(time.perf_counter() - start, 2)
-    main_exporter = exporters[0]
-    summary = {"programs": ns.count, "seed": ns.seed, "exporter": main_exporter,
-               "ops_covered": len(ops), **{c: counts[main_exporter][c] for c in CLASSES},
-               "export_error_untyped": untyped[main_exporter], "seconds": seconds}
-    for other in exporters[1:]:
-        summary[other] = {c: counts[other][c] for c in CLASSES}
-        summary[other]["export_error_untyped"] = untyped[other]
+        done = i - ns.start + 1
+        if ns.progress and done % ns.progress == 0 and done < ns.count:
+            print("progress " + json.dumps(_summary(ns, done, exporters, counts, untyped, ops,
+                                                    start)), flush=True)
+    summary = _summary(ns, ns.count, exporters, counts, untyped, ops, start)
     if ns.json:
         print(json.dumps(summary))
     else:
         print(", ".join(f"{k}={v}" for k, v in summary.items()))
     return 0
+
+
+def _summary(ns: argparse.Namespace, programs: int, exporters: list[str],
+             counts: dict[str, Counter[str]], untyped: Counter[str], ops: set[str],
+             start: float) -> dict[str, object]:
+    main_exporter = exporters[0]
+    summary: dict[str, object] = {
+        "programs": programs, "seed": ns.seed, "start": ns.start, "exporter": main_exporter,
+        "ops_covered": len(ops), **{c: counts[main_exporter][c] for c in CLASSES},
+        "export_error_untyped": untyped[main_exporter],
+        "seconds": round(time.perf_counter() - start, 2)}
+    for other in exporters[1:]:
+        summary[other] = {**{c: counts[other][c] for c in CLASSES},
+                          "export_error_untyped": untyped[other]}
+    return summary
 
 
 if __name__ == "__main__":

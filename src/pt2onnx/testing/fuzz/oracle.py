@@ -125,7 +125,12 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
         import pt2onnx
 
         msg = str(e)
-        typed = isinstance(e, pt2onnx.ExportError) and bool(_OP_NAME.search(msg))
+        # Acceptable: a typed error that names the op, or a typed capture error that
+        # names the dynamic dim the model fixes (the program's dynamic spec is wrong).
+        typed = isinstance(e, pt2onnx.ExportError) and (
+            bool(_OP_NAME.search(msg)) or (
+                isinstance(e, pt2onnx.CaptureError) and "dynamic shapes" in msg
+                and "fixed" in msg))
         return Outcome("export_error", _first_lines(e), typed)
     try:
         onnx.checker.check_model(proto, full_check=True)
