@@ -85,7 +85,11 @@ class Translator:
         self.warnings: list[str] = []
         self._names: set[str] = set()
         self._source_cache: dict[Any, Source] = {}
-        self._const_values: dict[int, ir.Value] = {}
+        # id(Const) -> (the Const, its initializer). The Const is kept alive with it: a
+        # folded Const freed after its last use would leave its id to the next Const, and
+        # that one would get the wrong initializer (found by the fuzzer: an index_put
+        # whose index constant read the values' constant).
+        self._const_values: dict[int, tuple[Const, ir.Value]] = {}
         # User-facing names of symbolic dims: sympy symbol -> sympy symbol named by the user.
         self._dim_names = dim_names or []
         self.sym_names: dict[Any, Any] = {}
@@ -442,13 +446,14 @@ class Translator:
 
     def _as_value(self, a: Any) -> ir.Value:
         if isinstance(a, Const):
-            cached = self._const_values.get(id(a))
-            if cached is None:
-                name = self._unique(a.name) if a.name else None
-                cached = self.g.tensor_initializer(a.tensor, name)
-                if name:
-                    self._names.add(cached.name or "")
-                self._const_values[id(a)] = cached
+            entry = self._const_values.get(id(a))
+            if entry is not None and entry[0] is a:
+                return entry[1]
+            name = self._unique(a.name) if a.name else None
+            cached = self.g.tensor_initializer(a.tensor, name)
+            if name:
+                self._names.add(cached.name or "")
+            self._const_values[id(a)] = (a, cached)
             return cached
         if isinstance(a, torch.Tensor):
             return self._as_value(Const(a))

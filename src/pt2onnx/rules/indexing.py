@@ -153,7 +153,7 @@ def index_put(g: RuleContext, x: ir.Value, indices: list[ir.Value | None], value
     indices = expand_bool_indices(g, indices)
     present = [i for i, idx in enumerate(indices) if idx is not None]
     if present != list(range(len(present))):
-        raise NotImplementedError("index_put with leading None indices")
+        return _index_put_moved(g, x, indices, present, values, accumulate)
     idx = [g.cast(indices[i], ir.DataType.INT64) for i in present]  # type: ignore[arg-type]
     if any(t.dtype == ir.DataType.BOOL for t in idx):
         raise NotImplementedError("index_put with a boolean mask")
@@ -163,6 +163,36 @@ def index_put(g: RuleContext, x: ir.Value, indices: list[ir.Value | None], value
     upd_shape = g.op.Concat(shape, trailing, axis=0)
     updates = g.op.Expand(g.cast(values, g.dtype), upd_shape)
     return g.op.ScatterND(x, stacked, updates, reduction="add" if accumulate else None)
+
+
+def _index_put_moved(g: RuleContext, x: ir.Value, indices: list[ir.Value | None],
+                     present: list[int], values: ir.Value, accumulate: bool) -> ir.Value:
+    """``x[:, idx] = values``: the indexed dims move to the front, values are broadcast to
+    what ``x[:, idx]`` is and moved the same way, and the result moves back."""
+    r = rank(x)
+    rest = [d for d in range(r) if d not in present]
+    perm = present + rest
+    idx = [g.cast(indices[i], ir.DataType.INT64) for i in present]  # type: ignore[arg-type]
+    nb = max(rank(t) for t in idx)
+    _, bshape = _stack_indices(g, idx)
+    xs = g.op.Shape(x)
+    k = present[0]
+    consecutive = present == list(range(k, present[-1] + 1))
+    if consecutive:  # torch puts the broadcast index dims where the indexed dims were
+        before = g.op.Slice(xs, g.const([0]), g.const([k]))
+        after = g.op.Slice(xs, g.const([present[-1] + 1]), g.const([2**62]))
+        shape = g.op.Concat(before, bshape, after, axis=0)
+    else:  # ... and first when they are apart
+        shape = g.op.Concat(bshape, g.op.Gather(xs, g.const(rest)), axis=0) if rest else bshape
+    vals = g.op.Expand(g.cast(values, g.dtype), shape)
+    if consecutive:
+        out_rank = nb + len(rest)
+        vals = g.op.Transpose(vals, perm=list(range(k, k + nb)) + list(range(k))
+                              + list(range(k + nb, out_rank)))
+    moved = g.op.Transpose(x, perm=perm)
+    out = index_put(g, moved, [g.cast(indices[i], ir.DataType.INT64) for i in present],  # type: ignore[arg-type]
+                    vals, accumulate)
+    return g.op.Transpose(out, perm=[perm.index(d) for d in range(r)])
 
 
 def _bag_ids(g: RuleContext, offsets: ir.Value, n: ir.Value, bags: int) -> ir.Value:

@@ -292,6 +292,8 @@ def _reshape_target(g: Builder, v: Var) -> str:
 
 
 def _factor(rng: random.Random, n: int) -> list[int]:
+    if n <= 0:
+        raise Rejected("no factors of an empty size")
     out = []
     for p in (2, 3, 5, 7):
         while n % p == 0:
