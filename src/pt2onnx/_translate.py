@@ -301,6 +301,13 @@ class Translator:
                 self.env[node] = result
                 self.folded += 1
                 return
+        empty = _empty_result(node, target)
+        if empty is not None:
+            # A static empty result is a constant: onnxruntime refuses some kernels on
+            # 0-size inputs (MatMul broadcasting a 0 batch, LayerNormalization over 0
+            # elements, Reshape of a 0-size diagonal) that eager accepts.
+            self.env[node] = empty
+            return
         if target in _WRAPPER_HOPS:
             # A region wrapper (grad mode, autocast): its body is just more graph.
             # Inlined with constants unmaterialised, so folding goes on inside it.
@@ -544,6 +551,20 @@ class Translator:
         except Exception:
             # Not foldable here (too big, or the op needs real inputs): translate it.
             return None
+
+
+def _empty_result(node: torch.fx.Node, target: Any) -> Const | None:
+    """The result of a functional op whose one output has a static shape with a 0 in it."""
+    if not isinstance(target, torch._ops.OpOverload) or target._schema.is_mutable:
+        return None
+    if len(target._schema.returns) != 1:
+        return None
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.is_complex():
+        return None
+    if not all(isinstance(d, int) for d in val.shape) or 0 not in val.shape:
+        return None
+    return Const(torch.empty(tuple(val.shape), dtype=val.dtype))
 
 
 def _has_complex(val: Any) -> bool:

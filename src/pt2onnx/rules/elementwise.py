@@ -41,12 +41,20 @@ for _op, _onnx in {
     aten.acosh.default: "Acosh",
     aten.atanh.default: "Atanh",
     aten.sigmoid.default: "Sigmoid",
-    aten.relu.default: "Relu",
     aten.erf.default: "Erf",
     aten.reciprocal.default: "Reciprocal",
     aten.sign.default: "Sign",
 }.items():
     translation(_op)(partial(_unary, _onnx))
+
+
+@translation(aten.relu.default)
+def relu(g: RuleContext, x: ir.Value) -> ir.Value:
+    """relu(Tensor self) -> Tensor. onnxruntime's Relu has no integer kernels (int64
+    and int32 relu failed to load): max(x, 0) there."""
+    if is_float(g.dtype):
+        return g.op.Relu(g.cast(x, g.dtype))
+    return g.op.Max(g.cast(x, g.dtype), g.const(0, g.dtype))
 
 
 def _identity_if_int(onnx_op: str, g: RuleContext, x: ir.Value) -> ir.Value:
