@@ -15,7 +15,7 @@ MKVENV := tools/mkvenv.sh
 IN_SRC := PYTHONPATH=$(CURDIR)/src
 FAST := -m "not models and not slow" tests
 
-.PHONY: venv demo test test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-zoo bench-meta lint typecheck docs clean
+.PHONY: fuzz fuzz-compare venv demo test test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,19 @@ bench: $(STAMP)
 bench-vision:
 	venv=$$($(MKVENV) $(TV_VERSION) dev,models,bench) && $(IN_SRC) $$venv/bin/python \
 	  benchmarks/compare_export.py --models yolo11n unet --baselines torch.onnx,torchscript --repeat 3
+
+# Differential fuzzing against eager PyTorch (docs/testing.md): make fuzz N=20000 SEED=1.
+# Failures (checker, runtime, mismatch) are minimized into $(FUZZ_CORPUS); a triaged one
+# moves to tests/fuzz/corpus/, where it becomes a regression test. fuzz-compare runs the
+# same programs through torch.onnx (dynamo) too, as a comparison.
+N ?= 1000
+SEED ?= 1
+FUZZ_CORPUS ?= build/fuzz-corpus
+fuzz: $(STAMP)
+	$(PY) -m pt2onnx.testing.fuzz --seed $(SEED) --count $(N) --save-corpus $(FUZZ_CORPUS) --json
+
+fuzz-compare: $(STAMP)
+	$(PY) -m pt2onnx.testing.fuzz --seed $(SEED) --count $(N) --exporter pt2onnx,torch.onnx --json
 
 bench-zoo: $(STAMP)
 	$(PY) benchmarks/zoo_compare.py

@@ -463,14 +463,22 @@ def _export(
                       ) -> tuple[Translator, ir.Model, torch.export.ExportedProgram]:
         try:
             return (*translate(program), program)
-        except UnsupportedOperatorError:
+        except UnsupportedOperatorError as first:
             if program is not captured.program or captured.traced or captured.recorded:
                 raise
             # The last link of the chain: an op no table decomposes at its node
             # (a composite op such as cross_entropy_loss) may still decompose
             # through torch's dispatcher when the whole program is retraced.
-            program = _compat.run_decompositions(
-                captured.program, _decomp.decomposition_table(keep))
+            try:
+                program = _compat.run_decompositions(
+                    captured.program, _decomp.decomposition_table(keep))
+            except Exception as retrace:  # the op stays unsupported
+                # torch's own decomposition refuses it (addcmul of ints with a float
+                # value): the typed error naming the op is the one to show.
+                text = str(retrace).strip().splitlines()
+                first.add_note("torch's decompositions could not retrace the program "
+                               f"either: {type(retrace).__name__}: {text[0] if text else ''}")
+                raise first from None
             rep.decomposition = ("run_decompositions: an op had no rule and no "
                                  "decomposition at its node")
             return (*translate(program), program)

@@ -85,8 +85,10 @@ class Translator:
         self.warnings: list[str] = []
         self._names: set[str] = set()
         self._source_cache: dict[Any, Source] = {}
-        # id(Const) -> (the Const, its value): the entry keeps the Const alive, so that
-        # a temporary Const's id is never reused by another one.
+        # id(Const) -> (the Const, its initializer). The Const is kept alive with it: a
+        # folded Const freed after its last use would leave its id to the next Const, and
+        # that one would get the wrong initializer (found by the fuzzer: an index_put
+        # whose index constant read the values' constant).
         self._const_values: dict[int, tuple[Const, ir.Value]] = {}
         # User-facing names of symbolic dims: sympy symbol -> sympy symbol named by the user.
         self._dim_names = dim_names or []
@@ -299,6 +301,13 @@ class Translator:
                 self.env[node] = result
                 self.folded += 1
                 return
+        empty = _empty_result(node, target)
+        if empty is not None:
+            # A static empty result is a constant: onnxruntime refuses some kernels on
+            # 0-size inputs (MatMul broadcasting a 0 batch, LayerNormalization over 0
+            # elements, Reshape of a 0-size diagonal) that eager accepts.
+            self.env[node] = empty
+            return
         if target in _WRAPPER_HOPS:
             # A region wrapper (grad mode, autocast): its body is just more graph.
             # Inlined with constants unmaterialised, so folding goes on inside it.
@@ -445,13 +454,14 @@ class Translator:
     def _as_value(self, a: Any) -> ir.Value:
         if isinstance(a, Const):
             entry = self._const_values.get(id(a))
-            if entry is None:
-                name = self._unique(a.name) if a.name else None
-                value = self.g.tensor_initializer(a.tensor, name)
-                if name:
-                    self._names.add(value.name or "")
-                entry = self._const_values[id(a)] = (a, value)
-            return entry[1]
+            if entry is not None and entry[0] is a:
+                return entry[1]
+            name = self._unique(a.name) if a.name else None
+            cached = self.g.tensor_initializer(a.tensor, name)
+            if name:
+                self._names.add(cached.name or "")
+            self._const_values[id(a)] = (a, cached)
+            return cached
         if isinstance(a, torch.Tensor):
             return self._as_value(Const(a))
         return self.g.const(a)
@@ -543,6 +553,20 @@ class Translator:
         except Exception:
             # Not foldable here (too big, or the op needs real inputs): translate it.
             return None
+
+
+def _empty_result(node: torch.fx.Node, target: Any) -> Const | None:
+    """The result of a functional op whose one output has a static shape with a 0 in it."""
+    if not isinstance(target, torch._ops.OpOverload) or target._schema.is_mutable:
+        return None
+    if len(target._schema.returns) != 1:
+        return None
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.is_complex():
+        return None
+    if not all(isinstance(d, int) for d in val.shape) or 0 not in val.shape:
+        return None
+    return Const(torch.empty(tuple(val.shape), dtype=val.dtype))
 
 
 def _has_complex(val: Any) -> bool:

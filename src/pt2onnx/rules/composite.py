@@ -98,6 +98,15 @@ def flatten(g: RuleContext, x: ir.Value, start_dim: int = 0, end_dim: int = -1) 
     s, e = normalize_dim(start_dim, r), normalize_dim(end_dim, r)
     if s == e:
         return x
+    if x.shape is not None and any(isinstance(d, int) and d == 0 for d in x.shape):
+        # An empty input: -1 is ambiguous there (onnxruntime refuses 0 beside -1), so
+        # the flattened size is the product of its dims, and 0 means 0 (allowzero).
+        shape = g.op.Shape(x)
+        merged = g.op.ReduceProd(g.op.Slice(shape, g.const([s]), g.const([e + 1])),
+                                 keepdims=1)
+        parts = [g.op.Slice(shape, g.const([0]), g.const([s])), merged,
+                 g.op.Slice(shape, g.const([e + 1]), g.const([r]))]
+        return g.op.Reshape(x, g.op.Concat(*parts, axis=0), allowzero=1)
     if e == r - 1:
         return g.op.Reshape(x, g.const([0] * s + [-1]))
     static = g.static_shape()

@@ -41,12 +41,20 @@ for _op, _onnx in {
     aten.acosh.default: "Acosh",
     aten.atanh.default: "Atanh",
     aten.sigmoid.default: "Sigmoid",
-    aten.relu.default: "Relu",
     aten.erf.default: "Erf",
     aten.reciprocal.default: "Reciprocal",
     aten.sign.default: "Sign",
 }.items():
     translation(_op)(partial(_unary, _onnx))
+
+
+@translation(aten.relu.default)
+def relu(g: RuleContext, x: ir.Value) -> ir.Value:
+    """relu(Tensor self) -> Tensor. onnxruntime's Relu has no integer kernels (int64
+    and int32 relu failed to load): max(x, 0) there."""
+    if is_float(g.dtype):
+        return g.op.Relu(g.cast(x, g.dtype))
+    return g.op.Max(g.cast(x, g.dtype), g.const(0, g.dtype))
 
 
 def _identity_if_int(onnx_op: str, g: RuleContext, x: ir.Value) -> ir.Value:
@@ -218,6 +226,8 @@ def remainder(g: RuleContext, a: Any, b: Any) -> ir.Value:
     dtype = g.dtype
     a_val, b_val = operand(g, a, dtype), operand(g, b, dtype)
     if not is_float(dtype):
+        if _int_zero(b):
+            return g.op.Identity(a_val)
         return g.op.Mod(a_val, b_val, fmod=0)
     return g.op.Sub(a_val, g.op.Mul(g.op.Floor(g.op.Div(a_val, b_val)), b_val))
 
@@ -226,7 +236,16 @@ def remainder(g: RuleContext, a: Any, b: Any) -> ir.Value:
 def fmod(g: RuleContext, a: Any, b: Any) -> ir.Value:
     """fmod.Tensor(Tensor self, Tensor other) -> Tensor"""
     dtype = g.dtype
+    if not is_float(dtype) and _int_zero(b):
+        return g.op.Identity(operand(g, a, dtype))
     return g.op.Mod(operand(g, a, dtype), operand(g, b, dtype), fmod=1)
+
+
+def _int_zero(b: Any) -> bool:
+    """An integer remainder by the constant 0: eager raises unless the tensor is empty
+    (take_along_dim's decomposition wraps indices of a 0-size dim by 0), and onnxruntime
+    refuses to load a Mod by a constant 0 even for an empty tensor. The result is empty."""
+    return isinstance(b, (bool, int)) and not isinstance(b, torch.SymInt) and b == 0
 
 
 @translation([aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar])
@@ -250,15 +269,20 @@ def pow_(g: RuleContext, a: Any, b: Any) -> ir.Value:
 
 @translation(aten.atan2.default)
 def atan2(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
-    """atan2(Tensor self, Tensor other) -> Tensor"""
+    """atan2(Tensor self, Tensor other) -> Tensor
+
+    C's values on the axes and at the origin (atan2(0, 0) is 0, not atan(0 / 0)), as the
+    complex angle computes them; float16 runs in float32, float64 with one Newton step
+    (onnxruntime has no float64 Atan)."""
+    from pt2onnx.rules.complex import _atan2_f64
+    from pt2onnx.rules.complex import atan2 as careful_atan2
+
     dtype = g.dtype
-    y, x = operand(g, a, dtype), operand(g, b, dtype)
-    base = g.op.Atan(g.op.Div(y, x))
-    zero = g.const(0.0, dtype)
-    pi = g.const(math.pi, dtype)
-    # Quadrant fix-ups: x < 0 adds +-pi depending on the sign of y.
-    shift = g.op.Where(g.op.Less(x, zero), g.op.Where(g.op.Less(y, zero), g.op.Neg(pi), pi), zero)
-    return g.op.Add(base, shift)
+    if dtype == ir.DataType.DOUBLE:
+        return _atan2_f64(g, operand(g, a, dtype), operand(g, b, dtype))
+    work = ir.DataType.FLOAT if dtype in (ir.DataType.FLOAT16, ir.DataType.BFLOAT16) else dtype
+    y, x = operand(g, a, work), operand(g, b, work)
+    return g.cast(careful_atan2(g, y, x), dtype)
 
 
 def _logical(onnx_op: str, g: RuleContext, a: Any, b: Any) -> ir.Value:
@@ -292,6 +316,8 @@ for _ops, _b, _i in (
 
 def _compare(onnx_op: str, negate: bool, g: RuleContext, a: Any, b: Any) -> ir.Value:
     dtype = result_dtype(a, b)
+    if dtype == ir.DataType.BOOL and onnx_op != "Equal":
+        dtype = ir.DataType.INT32  # ONNX orders numbers only: False < True as 0 < 1
     out = getattr(g.op, onnx_op)(operand(g, a, dtype), operand(g, b, dtype))
     return g.op.Not(out) if negate else out
 
@@ -518,3 +544,18 @@ def copy(g: RuleContext, x: ir.Value, src: ir.Value, non_blocking: bool = False)
 def atan2_out(g: RuleContext, a: ir.Value, b: ir.Value, *, out: Any = None) -> ir.Value:
     """atan2.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"""
     return atan2(g, a, b)
+
+
+@translation(aten.addcmul.default)
+def addcmul(g: RuleContext, x: Any, t1: Any, t2: Any, value: Any = 1) -> ir.Value:
+    """addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor
+
+    Eager casts ``value`` to the result dtype first: an integer addcmul with
+    ``value=0.5`` multiplies by 0 (torch's decomposition refuses that case)."""
+    dtype = g.dtype
+    prod = g.op.Mul(operand(g, t1, dtype), operand(g, t2, dtype))
+    if not is_float(dtype):
+        value = bool(value) if dtype == ir.DataType.BOOL else int(value)
+    if value != 1:
+        prod = g.op.Mul(prod, g.const(value, dtype))
+    return g.op.Add(operand(g, x, dtype), prod)

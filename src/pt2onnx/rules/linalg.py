@@ -43,6 +43,12 @@ def addmm(g: RuleContext, bias: ir.Value, a: ir.Value, b: ir.Value, *, beta: Any
 @translation([aten.mm.default, aten.bmm.default, aten.matmul.default])
 def matmul(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
     """mm(Tensor self, Tensor mat2) -> Tensor"""
+    k = a.shape[-1] if a.shape is not None and len(a.shape) else None
+    static = g.static_shape()
+    if isinstance(k, int) and k == 0 and static is not None:
+        # A sum over nothing: zeros. onnxruntime's float16 MatMul leaves the output
+        # uninitialised when the contraction dim is 0 (found by the fuzzer).
+        return g.op.Expand(g.const(0, g.dtype), g.const(list(static)))
     return g.op.MatMul(a, b)
 
 

@@ -167,7 +167,9 @@ def _any_all(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None,
              keepdim: bool = False) -> ir.Value:
     as_int = g.op.Cast(g.op.Cast(x, to=ir.DataType.BOOL), to=ir.DataType.INT32)
     as_int.shape = x.shape
-    return g.cast(reduce(g, onnx_op, as_int, dim, keepdim), ir.DataType.BOOL)
+    # > 0, not a cast: onnxruntime reduces an empty tensor to INT32_MIN (ReduceMax),
+    # which any() must read as False, and to INT32_MAX (ReduceMin), all()'s True.
+    return g.op.Greater(reduce(g, onnx_op, as_int, dim, keepdim), g.const(0, ir.DataType.INT32))
 
 
 for _op in (aten.any.default, aten.any.dim, aten.any.dims):

@@ -103,8 +103,8 @@ def cat(g: RuleContext, tensors: list[ir.Value], dim: int = 0) -> ir.Value:
         g.cast(t, g.dtype) for t in tensors
         if not (t.shape is not None and len(t.shape) == 1 and t.shape[0] == 0)
     ]
-    if not parts:
-        return g.op.Identity(tensors[0])
+    if not parts:  # every input is 1-D and empty: an empty result of the promoted dtype
+        return g.op.Identity(g.cast(tensors[0], g.dtype))
     if len(parts) == 1:
         return parts[0]
     return g.op.Concat(*parts, axis=normalize_dim(dim, rank(parts[0])))

@@ -1,0 +1,289 @@
+"""Builds random valid programs by construction.
+
+Every statement is evaluated on meta tensors as it is drawn, at the dynamic dim's
+minimum, its example size and its second size; a statement that torch refuses, or whose
+output shape is not affine in ``B``, is not kept. Shapes, dtypes and aliasing (which
+values are views of which, which may be written in place) are tracked per value.
+"""
+
+from __future__ import annotations
+
+import random
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from pt2onnx.testing.fuzz.program import B_MIN, Dim, Leaf, Program, Shape, Stmt, at, load
+
+FLOATS = (torch.float32, torch.float16)
+INTS = (torch.int64, torch.int32)
+ALL_DTYPES = (torch.float32, torch.float32, torch.float32, torch.float16, torch.int64,
+              torch.int32, torch.bool)
+
+
+@dataclass
+class Var:
+    name: str
+    shape: Shape
+    dtype: torch.dtype
+    base: str  # the value whose storage this one shares
+    writable: bool  # may be updated in place (a value computed here, not an expand)
+    half: bool  # float16 rounding reached it
+    leaf: bool = False
+
+    @property
+    def ref(self) -> str:
+        return f"self.{self.name}" if self.name[0] in "pb" else self.name
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+class Rejected(Exception):
+    pass
+
+
+class Builder:
+    def __init__(self, seed: int, dynamic: bool | None = None, max_ops: int = 30) -> None:
+        self.seed = seed
+        self.rng = rng = random.Random(seed)
+        if dynamic is None:
+            dynamic = rng.random() < 0.35
+        self.b: tuple[int, int] | None = None
+        if dynamic:
+            b0 = rng.choice((5, 6))
+            self.b = (b0, b0 + rng.choice((2, 3, 5)))
+        self.points: list[int] = [B_MIN, *self.b] if self.b else [5]
+        self.leaves: list[Leaf] = []
+        self.stmts: list[Stmt] = []
+        self.vars: dict[str, Var] = {}
+        self.envs = [self._env() for _ in self.points]
+        self.n = 0
+        self.target = rng.randint(3, max_ops)
+
+    @staticmethod
+    def _env() -> dict[str, Any]:
+        return {"torch": torch, "F": F, "self": types.SimpleNamespace()}
+
+    # -- names and leaves ------------------------------------------------------------
+    def fresh(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def can_leaf(self, shape: Shape) -> bool:
+        return all(d == (0, d[1]) or d == (1, 0) for d in shape)
+
+    def leaf(self, shape: Shape, dtype: torch.dtype, kind: str | None = None,
+             data: str | None = None, bound: Dim = (0, 1),
+             unique_dim: int | None = None) -> Leaf:
+        """A new input, parameter or buffer (not yet added: see ``add``)."""
+        rng = self.rng
+        dynamic = any(c for c, _ in shape)
+        if dynamic and not self.can_leaf(shape):
+            raise Rejected("no leaf of this shape")
+        if bound[0] and not (bound == (1, 0)):
+            raise Rejected("index bound must be B or static")
+        if kind is None:
+            choices = ["x", "x", "b"] + (["p"] if dtype in FLOATS else [])
+            kind = "x" if dynamic or bound[0] else rng.choice(choices)
+        if data is None:
+            data = "normal" if dtype in FLOATS else "bool" if dtype == torch.bool else "int"
+        return Leaf(self.fresh(kind), shape, dtype, data, bound, unique_dim)
+
+    def _meta(self, leaf: Leaf, b: int) -> torch.Tensor:
+        t = torch.empty(at(leaf.shape, b), dtype=leaf.dtype, device="meta")
+        return torch.nn.Parameter(t) if leaf.name.startswith("p") else t
+
+    # -- statements -------------------------------------------------------------------
+    def add(self, code: str, label: str, uses: Sequence[str], out: str | None = None,
+            leaves: Sequence[Leaf] = (), view_of: str | None = None,
+            writable: bool = True) -> Var | None:
+        """Evaluates the statement on meta values at every size; keeps it when torch
+        accepts it everywhere and its output shape is affine in B."""
+        shapes: list[tuple[int, ...]] = []
+        dtype = None
+        try:
+            for b, env in zip(self.points, self.envs):
+                scope = dict(env)
+                scope["self"] = types.SimpleNamespace(**vars(env["self"]))
+                for leaf in leaves:
+                    target = vars(scope["self"]) if leaf.name[0] in "pb" else scope
+                    target[leaf.name] = self._meta(leaf, b)
+                with torch.no_grad():
+                    exec(code, scope)
+                if out is not None:
+                    value = scope[out]
+                    if not isinstance(value, torch.Tensor):
+                        return None
+                    if dtype is not None and value.dtype != dtype:
+                        return None
+                    dtype = value.dtype
+                    shapes.append(tuple(value.shape))
+                    if value.numel() > 4096:
+                        return None
+        except Exception:
+            return None
+        shape = self._affine(shapes) if out is not None else ()
+        if shape is None:
+            return None
+        # Commit: the new leaves, the statement, and its output on every env.
+        for leaf in leaves:
+            self.leaves.append(leaf)
+            self.vars[leaf.name] = Var(leaf.name, leaf.shape, leaf.dtype, leaf.name, False,
+                                       leaf.dtype == torch.float16, leaf=True)
+        for b, env in zip(self.points, self.envs):
+            for leaf in leaves:
+                target = vars(env["self"]) if leaf.name[0] in "pb" else env
+                target[leaf.name] = self._meta(leaf, b)
+        self.stmts.append(Stmt(code, out, tuple(uses) + tuple(x.name for x in leaves), label,
+                               view_of is not None))
+        if out is None:
+            return None
+        # Re-run on the real envs so that later statements see this value.
+        for env in self.envs:
+            with torch.no_grad():
+                exec(code, env)
+        half = dtype == torch.float16 or any(
+            self.vars[u].half for u in uses if u in self.vars)
+        half = half or any(x.dtype == torch.float16 for x in leaves)
+        assert dtype is not None
+        if view_of is not None:
+            src = self.vars[view_of]
+            var = Var(out, shape, dtype, src.base, src.writable and writable, half)
+        else:
+            var = Var(out, shape, dtype, out, writable, half)
+        self.vars[out] = var
+        return var
+
+    def _affine(self, shapes: list[tuple[int, ...]]) -> Shape | None:
+        if len({len(s) for s in shapes}) != 1:
+            return None
+        if len(shapes) == 1:
+            return tuple((0, s) for s in shapes[0])
+        (p0, p1, p2), out = self.points, []
+        for s0, s1, s2 in zip(*shapes):
+            c, rem = divmod(s1 - s0, p1 - p0)
+            d = s0 - c * p0
+            if rem or c < 0 or c * p2 + d != s2:
+                return None
+            if c and c * p0 + d < 2:  # torch.export specialises a dim that may be 0 or 1
+                return None
+            out.append((c, d))
+        return tuple(out)
+
+    # -- picking ------------------------------------------------------------------------
+    def pick(self, ok: Callable[[Var], bool] = lambda v: True) -> Var | None:
+        cands = [v for v in self.vars.values() if ok(v)]
+        if not cands:
+            return None
+        recent = cands[-3:]
+        return self.rng.choice(recent if self.rng.random() < 0.6 else cands)
+
+    def min_size(self, dim: Dim) -> int:
+        return dim[0] * self.points[0] + dim[1]
+
+    def size(self, dim: Dim) -> int:
+        """The size at the example B."""
+        return dim[0] * self.points[1 if self.b else 0] + dim[1]
+
+    def rand_shape(self, rank: int | None = None, dynamic: bool = False) -> Shape:
+        rng = self.rng
+        rank = rng.choice((0, 1, 1, 2, 2, 2, 3, 3, 4)) if rank is None else rank
+        dims: list[Dim] = []
+        for _ in range(rank):
+            r = rng.random()
+            dims.append((0, 0) if r < 0.04 else (0, 1) if r < 0.22 else (0, rng.randint(2, 5)))
+        if dynamic and dims:
+            dims[rng.randrange(len(dims))] = (1, 0)
+        return tuple(dims)
+
+    def partner_shape(self, shape: Shape) -> Shape:
+        """A shape that broadcasts with ``shape`` (maybe to a larger one)."""
+        rng = self.rng
+        dims = [(0, 1) if rng.random() < 0.25 else d for d in shape]
+        while dims and rng.random() < 0.25:
+            dims.pop(0)
+        if rng.random() < 0.1:
+            dims.insert(0, (0, rng.randint(1, 3)))
+        return tuple(dims)
+
+    # -- the program ----------------------------------------------------------------
+    def start(self) -> None:
+        """One or two inputs to begin with."""
+        for i in range(self.rng.choice((1, 1, 2))):
+            dynamic = self.b is not None and (i == 0 or self.rng.random() < 0.5)
+            shape = self.rand_shape(rank=self.rng.choice((1, 2, 2, 3, 3, 4)), dynamic=dynamic)
+            dtype = self.rng.choice(ALL_DTYPES)
+            leaf = self.leaf(shape, dtype, kind="x")
+            self.add(f"{leaf.name}_ = {leaf.name}", "input", (), out=None, leaves=[leaf])
+
+    def build(self) -> Program:
+        from pt2onnx.testing.fuzz import ops
+
+        self.start()
+        self.stmts.clear()  # the inputs' placeholder statements
+        tries = 0
+        while len(self.stmts) < self.target and tries < self.target * 20:
+            tries += 1
+            gen = ops.draw(self.rng)
+            try:
+                gen(self)
+            except Rejected:
+                pass
+        if not self.stmts:
+            raise Rejected("no statement could be drawn")
+        return Program(self.seed, self.leaves, self.stmts, self._outputs(), self.b,
+                       half=any(v.half for v in self.vars.values()))
+
+    def _outputs(self) -> list[str]:
+        used = {u for s in self.stmts for u in s.uses}
+        outs = [s.out for s in self.stmts if s.out and s.out not in used]
+        last = next(s.out for s in reversed(self.stmts) if s.out) if any(
+            s.out for s in self.stmts) else None
+        if last is None:  # only in-place statements: return what they updated
+            last = self.stmts[-1].uses[0]
+        picked = self.rng.sample(outs, min(len(outs), 3)) if outs else []
+        return sorted(set(picked) | {last}, key=lambda n: int(n[1:]))
+
+
+def check_eager(program: Program) -> str | None:
+    """Runs the program in eager PyTorch at every size; returns why it is invalid, or None.
+    Catches what meta tensors cannot see (index values, kernels missing for a dtype)."""
+    try:
+        ns = load(program.source())
+        sizes = program.b if program.b else (5,)
+        for b in sizes:
+            module = ns["Program"]()
+            args = ns["make_inputs"](b)
+            out = module(*args)
+            for t in out:
+                if not isinstance(t, torch.Tensor):
+                    return "output is not a tensor"
+    except Exception as e:  # any failure makes the program invalid
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def generate(seed: int, dynamic: bool | None = None, max_ops: int = 30) -> Program:
+    """The program of ``seed``: built by construction, then checked once in eager (a
+    program eager refuses is drawn again from a derived seed, at most 20 times)."""
+    last = ""
+    for attempt in range(20):
+        sub = seed if attempt == 0 else seed * 7919 + attempt
+        try:
+            program = Builder(sub, dynamic, max_ops).build()
+        except Rejected as e:
+            last = str(e)
+            continue
+        program.seed = sub
+        why = check_eager(program)
+        if why is None:
+            program.notes["attempts"] = attempt + 1
+            return program
+        last = why
+    raise RuntimeError(f"no valid program from seed {seed}: {last}")

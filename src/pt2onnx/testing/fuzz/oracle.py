@@ -1,0 +1,175 @@
+"""The oracle: export, onnx's full check, onnxruntime against eager PyTorch.
+
+A program's outcome is one of ``ok``, ``export_error`` (the exporter refused it),
+``checker`` (onnx.checker's full check rejects the model), ``runtime`` (onnxruntime
+cannot load or run it) and ``mismatch`` (it runs and computes something else). A
+dynamic program runs at its example size and at a second size of its dynamic dim.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import re
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from pt2onnx.testing.fuzz.program import Program, load
+from pt2onnx.verify import compare, flatten_tensors, to_numpy
+
+CLASSES = ("export_error", "checker", "runtime", "mismatch")
+EXPORTERS = ("pt2onnx", "torch.onnx")
+# As pt2onnx.verify; float16 values get float16's resolution.
+TOLERANCE = {False: (1e-4, 1e-3), True: (1e-2, 1e-2)}
+_OP_NAME = re.compile(r"aten[.:]+\w+")
+
+
+@dataclass
+class Outcome:
+    cls: str  # "ok" or one of CLASSES
+    detail: str = ""
+    typed: bool = True  # export_error only: a typed error that names the op
+    ops: set[str] = field(default_factory=set)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.cls != "ok"
+
+
+def _first_lines(e: BaseException, n: int = 3) -> str:
+    text = f"{type(e).__name__}: {e}".strip()
+    return "\n".join(text.splitlines()[:n])[:600]
+
+
+def export(exporter: str, module: torch.nn.Module, args: tuple[Any, ...],
+           dynamic_shapes: Any) -> tuple[Any, set[str], list[str]]:
+    """The ModelProto of ``module`` from ``exporter``, the ATen ops it used, and the
+    dynamic dims it reported fixed (made static) with the reason."""
+    if exporter == "pt2onnx":
+        import pt2onnx
+
+        prog = pt2onnx.export(module, args, dynamic_shapes=dynamic_shapes)
+        rep = prog.report
+        graph = prog._program.graph if prog._program is not None else None
+        return (prog.model_proto, _aten_ops(graph),
+                list(rep.fixed_axes) + list(rep.dynamic_refinements))
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tprog: Any = torch.onnx.export(module, args, dynamo=True,
+                                       dynamic_shapes=dynamic_shapes, verbose=False,
+                                       report=False)
+    ep = tprog.exported_program
+    return tprog.model_proto, _aten_ops(ep.graph if ep is not None else None), []
+
+
+def _aten_ops(graph: Any) -> set[str]:
+    """The ATen ops of a captured graph (``aten.add.Tensor``)."""
+    if graph is None:
+        return set()
+    return {str(n.target) for n in graph.nodes
+            if n.op == "call_function" and str(n.target).startswith("aten.")}
+
+
+def _session(proto: Any) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(proto.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def _eager(module: torch.nn.Module, args: tuple[Any, ...]) -> list[torch.Tensor]:
+    with torch.no_grad():
+        return [t.detach().clone() for t in flatten_tensors(module(*copy.deepcopy(args)))]
+
+
+def check_namespace(ns: dict[str, Any], exporter: str = "pt2onnx") -> Outcome:
+    """Runs the oracle on a loaded program (``Program``, ``make_inputs``, ``B``, ``HALF``)."""
+    start = time.perf_counter()
+    out = _check(ns, exporter)
+    out.seconds = time.perf_counter() - start
+    return out
+
+
+def check(program: Program, exporter: str = "pt2onnx") -> Outcome:
+    return check_namespace(load(program.source()), exporter)
+
+
+def check_source(source: str, exporter: str = "pt2onnx") -> Outcome:
+    return check_namespace(load(source), exporter)
+
+
+def _check(ns: dict[str, Any], exporter: str) -> Outcome:
+    import onnx
+
+    torch.manual_seed(0)
+    module = ns["Program"]().eval()
+    b = ns["B"]
+    sizes = list(b) if b else [None]
+    args = ns["make_inputs"](sizes[0]) if b else ns["make_inputs"]()
+    atol, rtol = TOLERANCE[bool(ns.get("HALF"))]
+    expected = _eager(module, args)
+    try:
+        proto, ops, fixed = export(exporter, module, copy.deepcopy(args), ns["dynamic_shapes"]())
+    except Exception as e:  # every refusal is classified
+        import pt2onnx
+
+        msg = str(e)
+        # Acceptable: a typed error that names the op, or a typed capture error that
+        # names the dynamic dim the model fixes (the program's dynamic spec is wrong).
+        typed = isinstance(e, pt2onnx.ExportError) and (
+            bool(_OP_NAME.search(msg)) or (
+                isinstance(e, pt2onnx.CaptureError) and "dynamic shapes" in msg
+                and "fixed" in msg))
+        return Outcome("export_error", _first_lines(e), typed)
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except Exception as e:
+        return Outcome("checker", _first_lines(e), ops=ops)
+    try:
+        session = _session(proto)
+    except Exception as e:
+        return Outcome("runtime", "load: " + _first_lines(e), ops=ops)
+    for i, size in enumerate(sizes):
+        if i and fixed:  # the exporter said the model fixes B: a typed refusal
+            return Outcome("export_error", "dynamic dim made static, as reported: "
+                           + "; ".join(fixed)[:300], typed=True, ops=ops)
+        if i:
+            args = ns["make_inputs"](size)
+            expected = _eager(module, args)
+        feeds = [to_numpy(t) for t in flatten_tensors(args)]
+        names = [x.name for x in session.get_inputs()]
+        if len(names) != len(feeds):
+            return Outcome("runtime", f"the model takes {len(names)} inputs, not "
+                           f"{len(feeds)}", ops=ops)
+        try:
+            actual = session.run(None, dict(zip(names, feeds)))
+        except Exception as e:
+            return Outcome("runtime", f"run (B={size}): " + _first_lines(e), ops=ops)
+        outs = [o.name for o in session.get_outputs()]
+        try:
+            result = compare(outs, expected, [np.asarray(a) for a in actual], atol, rtol)
+        except Exception as e:  # output count differs
+            return Outcome("mismatch", _first_lines(e), ops=ops)
+        if not result.ok:
+            bad = [o for o in result.outputs if not o.ok]
+            o = bad[0]
+            what = ("shape" if not o.shape_ok else "dtype" if not o.dtype_ok else
+                    f"max abs err {o.max_abs_error:.3g} > {o.tolerance:.3g}")
+            where = f" at B={size}" if size is not None else ""
+            idx = [x.name for x in result.outputs].index(o.name)
+            detail = (f"output {idx}{where}: {what} (eager {tuple(expected[idx].shape)} "
+                      f"{expected[idx].dtype}, onnx {tuple(np.asarray(actual[idx]).shape)} "
+                      f"{np.asarray(actual[idx]).dtype})")
+            return Outcome("mismatch", detail, ops=ops)
+    return Outcome("ok", ops=ops)

@@ -1,0 +1,70 @@
+"""pt2onnx fuzz program (seed 1000101)."""
+
+import torch
+import torch.nn.functional as F  # noqa: F401
+
+SEED = 1000101
+B = None  # (example, second) size of the dynamic dim; None: static
+HALF = False  # float16 values flow through (looser tolerance)
+
+def _normal(shape, dtype, g):
+    return (torch.randn(shape, generator=g) * 2).to(dtype)
+
+
+def _int(shape, dtype, g):
+    return torch.randint(-5, 6, shape, generator=g).to(dtype)
+
+
+def _bool(shape, dtype, g):
+    return torch.rand(shape, generator=g) < 0.5
+
+
+def _index(shape, bound, unique_dim, g):
+    """int64 indices in [0, bound), distinct along unique_dim when it is set."""
+    if unique_dim is None:
+        return torch.randint(0, max(bound, 1), shape, generator=g) if bound else torch.zeros(
+            shape, dtype=torch.int64)
+    full = list(shape)
+    full[unique_dim] = bound
+    perm = torch.argsort(torch.rand(full, generator=g), dim=unique_dim)
+    return perm.narrow(unique_dim, 0, shape[unique_dim])
+
+
+class Program(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(SEED + 1)
+        self.p15 = torch.nn.Parameter(_normal((0,), torch.float32, g))
+
+    def forward(self, x8, x10, x11):
+        v9 = torch.scatter_add(x8, 0, x10, x11)
+        v14 = F.layer_norm(v9, (0,), self.p15)
+        return (v14,)
+
+
+def make_inputs(b=5):
+    g = torch.Generator().manual_seed(SEED)
+    x8 = _normal((0,), torch.float32, g)
+    x10 = _index((0,), 0, None, g)
+    x11 = _normal((0,), torch.float32, g)
+    return (x8, x10, x11)
+
+
+def dynamic_shapes():
+    if B is None:
+        return None
+    b = torch.export.Dim("B", min=4, max=64)
+    return (None, None, None)
+
+
+# Found by the differential fuzzer (pt2onnx.testing.fuzz): runtime with pt2onnx.
+# run (B=None): InvalidArgument: [ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Non-zero status code returned while running LayerNormalization node. Name:'layer_norm' Status Message: Size of X.shape[axis:] must be at least 1, got 0
+EXPORTER = 'pt2onnx'
+FOUND = 'runtime'
+XFAIL = None  # or the reason, for a bug not fixed yet (a strict xfail in test_corpus)
+
+
+if __name__ == "__main__":
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+
+    print(check_namespace(globals(), EXPORTER))
