@@ -302,3 +302,27 @@ def test_dynamo_keeps_torchs_functions() -> None:
     done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_plain_rnn_final_states_keep_their_shape(kind: str) -> None:
+    """A plain (unpacked) call's final states are [layers * directions, batch, hidden], as
+    in eager (torch 2.12's decompositions stacked them one dim too many)."""
+    rnn = getattr(nn, kind)(FEATURES, HIDDEN, num_layers=2, bidirectional=True)
+
+    class Plain(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = rnn
+
+        def forward(self, x: torch.Tensor) -> Any:
+            return self.rnn(x)
+
+    x = torch.randn(5, 3, FEATURES)
+    prog = pt2onnx.export(Plain().eval(), (x,))
+    with torch.no_grad():
+        expected = torch.utils._pytree.tree_leaves(Plain().eval()(x))
+    got = prog.run(x)
+    assert [tuple(o.shape) for o in got] == [tuple(e.shape) for e in expected]
+    for e, o in zip(expected, got):
+        np.testing.assert_allclose(o, e.numpy(), rtol=1e-5, atol=1e-6)

@@ -234,3 +234,29 @@ def istft(x: torch.Tensor, n_fft: int, hop_length: int | None = None,
 
 
 PREFERRED.add(aten.istft.default)
+
+
+def _final_states_shaped_like(op: Any) -> Callable[..., Any] | None:
+    """torch's decomposition of a whole-sequence RNN op, with its final states reshaped
+    to the initial states' shape ([layers * directions, batch, hidden]). torch 2.12's
+    decompositions stack them one dim too many ((1, 1, B, H) for one layer), which eager
+    never returns."""
+    from torch._decomp import decomposition_table
+
+    torch_fn = decomposition_table.get(op)
+    if torch_fn is None:
+        return None
+
+    def fixed(input: torch.Tensor, hx: Any, *args: Any, **kwargs: Any) -> Any:
+        out, *states = torch_fn(input, hx, *args, **kwargs)
+        shapes = [h.shape for h in (hx if isinstance(hx, (list, tuple)) else [hx])]
+        return (out, *(s.reshape(shape) for s, shape in zip(states, shapes)))
+
+    return fixed
+
+
+for _op in (aten.lstm.input, aten.gru.input, aten.rnn_tanh.input, aten.rnn_relu.input):
+    _fn = _final_states_shaped_like(_op)
+    if _fn is not None:
+        TABLE[_op] = _fn
+        PREFERRED.add(_op)
