@@ -34,7 +34,21 @@ def _acc_input(g: RuleContext, x: ir.Value, dtype: Any) -> ir.Value:
 
 def _sum_like(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None, keepdim: bool = False,
               *, dtype: Any = None) -> ir.Value:
+    if onnx_op == "ReduceMean" and _reduces_nothing(x, dim):
+        # torch's mean of no elements is 0 / 0 = NaN; onnxruntime's ReduceMean is not.
+        total = reduce(g, "ReduceSum", _acc_input(g, x, dtype), dim, keepdim)
+        return g.op.Div(total, g.const(0.0, g.dtype))
     return reduce(g, onnx_op, _acc_input(g, x, dtype), dim, keepdim)
+
+
+def _reduces_nothing(x: ir.Value, dim: Any) -> bool:
+    """Whether a reduction of ``x`` over ``dim`` statically covers no element."""
+    if x.shape is None or rank(x) == 0:
+        return False
+    dims = list(range(rank(x))) if dim is None or dim == [] else (
+        [dim] if isinstance(dim, int) else list(dim))
+    return any(isinstance(x.shape[normalize_dim(d, rank(x))], int)
+               and x.shape[normalize_dim(d, rank(x))] == 0 for d in dims)
 
 
 translation([aten.sum.dim_IntList])(partial(_sum_like, "ReduceSum"))
