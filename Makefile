@@ -91,15 +91,21 @@ bench-vision:
 # Differential fuzzing against eager PyTorch (docs/testing.md): make fuzz N=20000 SEED=1.
 # Failures (checker, runtime, mismatch) are minimized into $(FUZZ_CORPUS); a triaged one
 # moves to tests/fuzz/corpus/, where it becomes a regression test. fuzz-compare runs the
-# same programs through torch.onnx (dynamo) too, as a comparison.
+# same programs through torch.onnx (dynamo) too, as a comparison (every EVERY-th program:
+# torch.onnx takes about 4x pt2onnx's time per program). JOBS child processes check
+# programs at once; a program that crashes its process counts as a runtime failure.
 N ?= 1000
 SEED ?= 1
+JOBS ?= 2
+EVERY ?= 1
 FUZZ_CORPUS ?= build/fuzz-corpus
 fuzz: $(STAMP)
-	$(PY) -m pt2onnx.testing.fuzz --seed $(SEED) --count $(N) --save-corpus $(FUZZ_CORPUS) --json
+	$(PY) -m pt2onnx.testing.fuzz --seed $(SEED) --count $(N) --jobs $(JOBS) --progress 1000 \
+	  --log build/fuzz-failures.jsonl --save-corpus $(FUZZ_CORPUS) --json
 
 fuzz-compare: $(STAMP)
-	$(PY) -m pt2onnx.testing.fuzz --seed $(SEED) --count $(N) --exporter pt2onnx,torch.onnx --json
+	$(PY) -m pt2onnx.testing.fuzz --seed $(SEED) --count $(N) --jobs $(JOBS) --progress 1000 \
+	  --exporter pt2onnx,torch.onnx --compare-every $(EVERY) --json
 
 bench-zoo: $(STAMP)
 	$(PY) benchmarks/zoo_compare.py

@@ -10,6 +10,7 @@ import warnings
 from collections import Counter
 
 from pt2onnx.testing.fuzz import CLASSES, check, generate, program_seed
+from pt2onnx.testing.fuzz.campaign import exporters_for
 from pt2onnx.testing.fuzz.oracle import EXPORTERS
 
 
@@ -28,11 +29,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--progress", type=int, default=0, metavar="K",
                     help="also print the running summary every K programs")
+    ap.add_argument("--jobs", type=int, default=0, metavar="J",
+                    help="check programs in J child processes at once; a program that "
+                         "crashes its process counts as a runtime failure (default 0: "
+                         "in this process)")
+    ap.add_argument("--compare-every", type=int, default=1, metavar="K",
+                    help="with several exporters, run the others on every K-th program "
+                         "only (the first runs all); the summary also gives the first "
+                         "exporter's counts on those programs")
+    ap.add_argument("--chunk", type=int, default=50, help="programs per child process")
+    ap.add_argument("--log", metavar="FILE",
+                    help="with --jobs: append every failure's record to FILE (JSON lines)")
+    ap.add_argument("--records", action="store_true", help=argparse.SUPPRESS)
     ns = ap.parse_args(argv)
     exporters = [e.strip() for e in ns.exporter.split(",")]
     for e in exporters:
         if e not in EXPORTERS:
             ap.error(f"unknown exporter {e!r}; choose from {', '.join(EXPORTERS)}")
+    if ns.records:  # a campaign's child process
+        from pt2onnx.testing.fuzz.campaign import run_records
+
+        run_records(ns.seed, ns.start, ns.count, exporters, ns.compare_every, sys.stdout)
+        return 0
+    if ns.jobs > 0:
+        return _campaign(ns, exporters)
     warnings.filterwarnings("ignore")
     start = time.perf_counter()
     counts: dict[str, Counter[str]] = {e: Counter() for e in exporters}
@@ -42,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         program = generate(program_seed(ns.seed, i))
         if ns.show:
             print(program.source())
-        for exporter in exporters:
+        for exporter in exporters_for(i, exporters, ns.compare_every):
             outcome = check(program, exporter)
             ops |= outcome.ops
             counts[exporter][outcome.cls] += 1
@@ -64,6 +84,51 @@ def main(argv: list[str] | None = None) -> int:
             print("progress " + json.dumps(_summary(ns, done, exporters, counts, untyped, ops,
                                                     start)), flush=True)
     summary = _summary(ns, ns.count, exporters, counts, untyped, ops, start)
+    if ns.json:
+        print(json.dumps(summary))
+    else:
+        print(", ".join(f"{k}={v}" for k, v in summary.items()))
+    return 0
+
+
+def _campaign(ns: argparse.Namespace, exporters: list[str]) -> int:
+    import tempfile
+
+    from pt2onnx.testing.fuzz.campaign import run_campaign
+
+    failures: list[dict[str, object]] = []
+
+    def report(rec: dict[str, object]) -> None:
+        if rec["cls"] == "ok":
+            return
+        failures.append(rec)
+        if ns.log:
+            with open(ns.log, "a") as f:
+                f.write(json.dumps({"seed": ns.seed, **rec}) + "\n")
+        if not ns.quiet:
+            flag = "" if rec["cls"] != "export_error" or rec.get("typed") else " (untyped)"
+            first = str(rec.get("detail") or "").splitlines()[:1]
+            print(f"[{rec['exporter']}] seed {ns.seed} index {rec['i']} (program seed "
+                  f"{program_seed(ns.seed, int(str(rec['i'])))}): {rec['cls']}{flag}: "
+                  f"{(first[0] if first else '')[:200]}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="pt2onnx-fuzz-") as workdir:
+        summary = run_campaign(ns.seed, ns.start, ns.count, exporters, jobs=ns.jobs,
+                               compare_every=ns.compare_every, chunk=ns.chunk,
+                               workdir=workdir, report=report, progress=ns.progress)
+    if ns.save_corpus:
+        from pt2onnx.testing.fuzz.minimize import minimize, save
+
+        for rec in sorted(failures, key=lambda r: (str(r["exporter"]), int(str(r["i"])))):
+            detail = str(rec.get("detail") or "")
+            if rec["cls"] not in ("checker", "runtime", "mismatch") or \
+                    detail.startswith(("crashed", "not run")):
+                continue  # a crash is reproduced by its seed, not minimized in-process
+            program = generate(program_seed(ns.seed, int(str(rec["i"]))))
+            exporter = str(rec["exporter"])
+            small = minimize(program, exporter, str(rec["cls"]))
+            path = save(small, check(small, exporter), exporter, ns.save_corpus)
+            print(f"  minimized to {len(small.stmts)} statements: {path}", flush=True)
     if ns.json:
         print(json.dumps(summary))
     else:
