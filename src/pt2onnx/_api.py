@@ -427,7 +427,9 @@ def _export(
             rep.decomposition = "skipped: every captured op has a rule"
             return captured.program
         rep.decomposition = f"run_decompositions: {why}"
-        return _compat.run_decompositions(captured.program, _decomp.decomposition_table(keep))
+        # Only the ops without a rule: torch's decomposition of an op we translate
+        # can refuse what eager accepts (addcmul of ints with a float value).
+        return _compat.run_decompositions(captured.program, trace_decompositions())
 
     def note_capture(captured: _capture.CaptureResult) -> None:
         rep.capture_strategy = captured.strategy

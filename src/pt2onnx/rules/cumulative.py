@@ -76,6 +76,9 @@ def _cum_extreme(ge: str, g: RuleContext, x: ir.Value, dim: int) -> tuple[ir.Val
         return g.op.Identity(x), g.const(0)
     assert x.dtype is not None
     axis = normalize_dim(dim, rank(x))
+    if x.dtype == ir.DataType.BOOL:  # ONNX compares no bools: as int32, then != 0
+        values, indices = _cum_extreme(ge, g, g.cast(x, ir.DataType.INT32), dim)
+        return g.op.Cast(values, to=ir.DataType.BOOL), indices
     info = torch.finfo if is_float(x.dtype) else torch.iinfo
     limits = info(torch_dtype(x.dtype))
     start: Any = limits.min if ge == "GreaterOrEqual" else limits.max

@@ -220,7 +220,7 @@ def floor_divide(g: RuleContext, a: Any, b: Any) -> ir.Value:
     return div_mode(g, a, b, rounding_mode="floor")
 
 
-@translation([aten.remainder.Tensor, aten.remainder.Scalar])
+@translation([aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor])
 def remainder(g: RuleContext, a: Any, b: Any) -> ir.Value:
     """remainder.Tensor(Tensor self, Tensor other) -> Tensor"""
     dtype = g.dtype
@@ -304,9 +304,12 @@ def _bitwise(bool_op: str, int_op: str, g: RuleContext, a: Any, b: Any) -> ir.Va
 
 
 for _ops, _b, _i in (
-    ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar), "And", "BitwiseAnd"),
-    ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar), "Or", "BitwiseOr"),
-    ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar), "Xor", "BitwiseXor"),
+    ((aten.bitwise_and.Tensor, aten.bitwise_and.Scalar, aten.bitwise_and.Scalar_Tensor),
+     "And", "BitwiseAnd"),
+    ((aten.bitwise_or.Tensor, aten.bitwise_or.Scalar, aten.bitwise_or.Scalar_Tensor),
+     "Or", "BitwiseOr"),
+    ((aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar, aten.bitwise_xor.Scalar_Tensor),
+     "Xor", "BitwiseXor"),
 ):
     translation(list(_ops))(partial(_bitwise, _b, _i))
 
@@ -360,11 +363,14 @@ def clamp(g: RuleContext, x: ir.Value, min: Any = None, max: Any = None) -> ir.V
         lo = g.const(min, dtype) if min is not None else None
         hi = g.const(max, dtype) if max is not None else None
         return g.op.Clip(x, lo, hi)
+    # ONNX orders no bools (Max/Min): a bool clamp runs on uint8, then casts back.
+    work = ir.DataType.UINT8 if dtype == ir.DataType.BOOL else dtype
+    x = g.cast(x, work)
     if min is not None:
-        x = g.op.Max(x, operand(g, min, dtype))
+        x = g.op.Max(x, operand(g, min, work))
     if max is not None:
-        x = g.op.Min(x, operand(g, max, dtype))
-    return x
+        x = g.op.Min(x, operand(g, max, work))
+    return g.cast(x, dtype)
 
 
 @translation([aten.clamp_min.default, aten.clamp_min.Tensor])

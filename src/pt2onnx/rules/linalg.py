@@ -8,7 +8,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext
+from pt2onnx._builder import RuleContext, value_dtype
 from pt2onnx._registry import translation
 from pt2onnx.rules._common import aten, rank
 
@@ -31,32 +31,61 @@ def linear(g: RuleContext, x: ir.Value, weight: ir.Value, bias: ir.Value | None 
 def addmm(g: RuleContext, bias: ir.Value, a: ir.Value, b: ir.Value, *, beta: Any = 1,
           alpha: Any = 1) -> ir.Value:
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    if ir.DataType.FLOAT == g.dtype or g.dtype in (ir.DataType.FLOAT16, ir.DataType.DOUBLE):
+    empty = a.shape is not None and len(a.shape) and a.shape[-1] == 0
+    if not empty and g.dtype in (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE):
         return g.op.Gemm(a, b, bias, alpha=float(alpha), beta=float(beta))
-    prod = g.op.MatMul(a, b)
+    prod = product(g, a, b)
     if alpha != 1:
         prod = g.op.Mul(prod, g.const(alpha, g.dtype))
     scaled = bias if beta == 1 else g.op.Mul(bias, g.const(beta, g.dtype))
     return g.op.Add(prod, scaled)
 
 
+def product(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
+    """``MatMul(a, b)``, or zeros of its shape when the contraction dim is 0: a sum over
+    nothing. onnxruntime's MatMul leaves such an output uninitialised (found by the
+    fuzzer, float16 with static shapes and float32 with a dynamic batch)."""
+    k = a.shape[-1] if a.shape is not None and len(a.shape) else None
+    zero = g.const(0, value_dtype(a) or g.dtype)
+    if any(isinstance(d, int) and d == 0 for d in g.shape):
+        # An empty result: onnxruntime refuses some MatMuls with a 0 batch dim ("cannot
+        # broadcast on dim 0"), so its shape is computed without one.
+        return g.op.Expand(zero, _product_shape(g, a, b))
+    if not (isinstance(k, int) and k == 0):
+        return g.op.MatMul(a, b)
+    return g.op.Expand(zero, _product_shape(g, a, b))
+
+
+def _product_shape(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
+    """The shape of ``a @ b`` (torch.matmul's broadcasting), computed from the operands'."""
+    static = g.static_shape()
+    if static is not None:
+        return g.const(list(static))
+    sa, sb = g.op.Shape(a), g.op.Shape(b)
+
+    def part(shape: ir.Value, start: int, end: int | None = None) -> ir.Value:
+        return g.op.Slice(shape, g.const([start]), g.const([end if end is not None else 2**62]))
+
+    if rank(b) == 1:
+        return part(sa, 0, -1)
+    if rank(a) == 1:
+        return g.op.Concat(part(sb, 0, -2), part(sb, -1), axis=0)
+    # Broadcast the batch dims: expand an empty tensor of one batch shape to the other.
+    batch = g.op.Shape(g.op.Expand(g.op.ConstantOfShape(part(sa, 0, -2)), part(sb, 0, -2)))
+    return g.op.Concat(batch, part(sa, -2, -1), part(sb, -1), axis=0)
+
+
 @translation([aten.mm.default, aten.bmm.default, aten.matmul.default])
 def matmul(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
     """mm(Tensor self, Tensor mat2) -> Tensor"""
-    k = a.shape[-1] if a.shape is not None and len(a.shape) else None
-    static = g.static_shape()
-    if isinstance(k, int) and k == 0 and static is not None:
-        # A sum over nothing: zeros. onnxruntime's float16 MatMul leaves the output
-        # uninitialised when the contraction dim is 0 (found by the fuzzer).
-        return g.op.Expand(g.const(0, g.dtype), g.const(list(static)))
-    return g.op.MatMul(a, b)
+    return product(g, a, b)
 
 
 @translation(aten.baddbmm.default)
 def baddbmm(g: RuleContext, bias: ir.Value, a: ir.Value, b: ir.Value, *, beta: Any = 1,
             alpha: Any = 1) -> ir.Value:
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    prod = g.op.MatMul(a, b)
+    prod = product(g, a, b)
     if alpha != 1:
         prod = g.op.Mul(prod, g.const(alpha, g.dtype))
     if beta == 0:

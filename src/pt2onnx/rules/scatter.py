@@ -97,7 +97,18 @@ def _identity(reduce: str, dtype: ir.DataType) -> Any:
 
 def _scatter_reduce(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src: ir.Value,
                     reduce: str, include_self: bool) -> ir.Value:
-    dtype = g.dtype
+    if g.dtype == ir.DataType.BOOL:
+        # ONNX reduces no bools; in torch a bool sum/amax is an or and prod/amin an
+        # and, which int32 arithmetic then != 0 gives.
+        i32 = ir.DataType.INT32
+        out = _scatter_reduce_as(g, g.cast(x, i32), dim, index, g.cast(src, i32), reduce,
+                                 include_self, i32)
+        return g.op.Cast(out, to=ir.DataType.BOOL)
+    return _scatter_reduce_as(g, x, dim, index, src, reduce, include_self, g.dtype)
+
+
+def _scatter_reduce_as(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src: ir.Value,
+                       reduce: str, include_self: bool, dtype: ir.DataType) -> ir.Value:
     src = _src_like_index(g, src, index)
     base = x
     if not include_self:

@@ -30,7 +30,10 @@ def view(g: RuleContext, x: ir.Value, size: list[Any]) -> ir.Value:
     static = g.static_shape()
     if static is not None and x.shape is not None and tuple(x.shape) == static:
         return x
-    zero = static is not None and 0 in static
+    # A 0 in the target is a size, not "copy the input's dim" (also when other dims
+    # are dynamic: the fuzzer's Reshape of an empty tensor with a dynamic batch).
+    zero = 0 in static if static is not None else any(
+        isinstance(s, int) and s == 0 for s in size)
     return g.op.Reshape(x, shape_value(g, size), allowzero=1 if zero else None)
 
 

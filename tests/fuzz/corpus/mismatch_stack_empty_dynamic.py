@@ -71,7 +71,7 @@ def dynamic_shapes():
 # output 0 at B=5: shape (eager (3, 0, 5, 1) torch.int64, onnx (3, 5, 0, 1) int64)
 EXPORTER = 'pt2onnx'
 FOUND = 'mismatch'
-XFAIL = 'stack of tensors with a 0 dim and the dynamic dim B after it: onnxruntime returns (3, 5, 0, 1) where eager has (3, 0, 5, 1) (not triaged yet)'
+XFAIL = None
 
 
 if __name__ == "__main__":

@@ -63,9 +63,7 @@ def dynamic_shapes():
 # load: Fail: [ONNXRuntimeError] : 1 : FAIL : Node (view#2) Op (Reshape) [ShapeInferenceError] Invalid Target shape product of 0. Product cannot be 0 in combination with -1
 EXPORTER = 'pt2onnx'
 FOUND = 'runtime'
-XFAIL = ("view(x, [sym_size, -1]) of an input with a static 0 dim and a dynamic dim (the "
-         "decomposed flatten): Reshape refuses 0 beside -1; the -1 must be computed from the "
-         "symbolic output shape")
+XFAIL = None  # fixed: the Reshape of an empty tensor keeps its 0 (allowzero)
 
 
 if __name__ == "__main__":

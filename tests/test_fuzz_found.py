@@ -1,0 +1,108 @@
+"""Bugs the differential fuzzer found (docs/testing.md), each checked on inputs larger
+than its minimized reproduction in tests/fuzz/corpus/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import export_and_verify, export_dynamic_and_verify
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn: object) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: torch.Tensor) -> object:
+        return self.fn(*args)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("op", [torch.cummax, torch.cummin])
+def test_cumulative_extremes_of_bool(op: object, tmp_path: Path) -> None:
+    x = torch.rand(3, 7) < 0.5
+    export_and_verify(_Fn(lambda t: tuple(op(t, 1))), (x,), tmp_path)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin"])
+def test_scatter_reduce_of_bool(reduce: str, include_self: bool, tmp_path: Path) -> None:
+    x = torch.rand(4, 5) < 0.5
+    index = torch.randint(0, 4, (6, 5))
+    src = torch.rand(6, 5) < 0.5
+    export_and_verify(
+        _Fn(lambda a, i, s: torch.scatter_reduce(a, 0, i, s, reduce, include_self=include_self)),
+        (x, index, src), tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int16, torch.bfloat16])
+def test_select_in_types_onnxruntime_where_lacks(dtype: torch.dtype, tmp_path: Path) -> None:
+    fill = True if dtype == torch.bool else 7
+
+    def fn(t: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = t.to(dtype)  # bfloat16 does not cross into onnxruntime from numpy
+        a, b = t.masked_fill(m, fill), torch.where(m, t, t.flip(0))
+        return (a, b) if dtype != torch.bfloat16 else (a.float(), b.float())
+
+    x = torch.randn(3, 4) * 100
+    export_and_verify(_Fn(fn), (x, torch.rand(3, 4) < 0.5), tmp_path)
+
+
+@pytest.mark.parametrize("op", [torch.bitwise_and, torch.bitwise_or, torch.bitwise_xor,
+                                torch.remainder])
+def test_scalar_first_overloads(op: object, tmp_path: Path) -> None:
+    x = torch.randint(1, 9, (2, 5))
+    export_and_verify(_Fn(lambda t: op(6, t)), (x,), tmp_path)  # type: ignore[operator]
+
+
+def test_ops_with_rules_are_not_decomposed_by_functionalization(tmp_path: Path) -> None:
+    # The in-place op on a view sends the program through run_decompositions; torch's
+    # addcmul decomposition refuses an integer addcmul with a float value, which eager
+    # computes (the value truncates to 1).
+    def fn(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        y[:, :2].relu_()
+        return torch.addcmul(y, t, t, value=1.5)
+
+    x = torch.randint(-5, 6, (3, 4))
+    export_and_verify(_Fn(fn), (x, torch.randint(-5, 6, (3, 4))), tmp_path)
+
+
+class _Product(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> object:
+        return (x @ y) - 0.5, x @ z
+
+
+def test_matmul_over_nothing_with_a_dynamic_batch(tmp_path: Path) -> None:
+    # onnxruntime's MatMul leaves a K = 0 product uninitialised.
+    a, w, v = torch.randn(5, 0), torch.randn(0, 3), torch.randn(0)
+    prog = export_dynamic_and_verify(_Product(), (a, w, v), tmp_path, {"x": {0: "batch"}},
+                                     input_names=["x", "y", "z"])
+    assert "MatMul" not in {n.op_type for n in prog.model_proto.graph.node}
+
+
+def test_matmul_with_an_empty_batch_and_a_dynamic_dim(tmp_path: Path) -> None:
+    # onnxruntime refuses the MatMul ("cannot broadcast on dim 0"); the result is empty.
+    a, v, b = torch.randn(0, 1, 5, 3), torch.randn(3, 2), torch.randn(3)
+    export_dynamic_and_verify(_Product(), (a, v, b), tmp_path, {"x": {2: "n"}},
+                              input_names=["x", "y", "z"])
+
+
+class _EmptyViews(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> object:
+        return torch.stack([x, x], -2), x.reshape(x.shape[0], 0, 1), x.unsqueeze(-1).mT
+
+
+def test_views_of_an_empty_tensor_with_a_dynamic_dim(tmp_path: Path) -> None:
+    # The Reshape's 0 is a size (allowzero), also when the batch is dynamic.
+    export_dynamic_and_verify(_EmptyViews(), (torch.randn(5, 0),), tmp_path, {"x": {0: "b"}},
+                              input_names=["x"])
+
+
+def test_clamp_of_bool(tmp_path: Path) -> None:
+    x, lo, hi = (torch.rand(4, 6) < 0.5 for _ in range(3))
+    export_and_verify(
+        _Fn(lambda a, b, c: (torch.clamp(a, min=b), torch.clamp(a, max=c))),
+        (x, lo, hi), tmp_path)
