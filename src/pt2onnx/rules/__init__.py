@@ -25,6 +25,7 @@ from pt2onnx.rules import (  # noqa: F401
     indexing,
     legacy_ops,
     linalg,
+    linalg_factor,
     linalg_solve,
     moe,
     nn,
