@@ -20,6 +20,8 @@ from pt2onnx.rules import (  # noqa: F401
     distance,
     elementwise,
     fft,
+    float_bits,
+    gamma,
     grid_sample,
     histogram,
     indexing,
