@@ -108,9 +108,10 @@ NOTES: dict[str, str] = {
     "aten::special_bessel_y1.default": "Cephes rational approximations in float64 (torch's polynomials and branches); vs torch float64 on a 1e5-point sweep over (0, 1e3]: float32 output within 6e-8 relative (correctly rounded), float64 within 1e-13 where abs(Y1) > 1e-3 (5e-11 nearer its zeros)",
     "aten::special_spherical_bessel_j0.default": "sin(x)/x, Taylor series for abs(x) < 0.5, in float64; vs torch float64 on a 1e5-point sweep over [-1e3, 1e3]: float32 output within 6e-8 relative (correctly rounded), float64 within 4e-14 where abs(j0) > 1e-3 (2e-11 nearer its zeros)",
     "aten::special_airy_ai.default": "Cephes rational approximations (abs(x) >= 2.09) and the Maclaurin series to x^39 in float64; vs torch float64 on a 1e5-point sweep over [-60, 30]: float32 output within 6e-8 relative (correctly rounded), float64 within 2e-13 where abs(Ai) > 1e-3 (6e-12 nearer its zeros)",
-    # Linear solves and factorisations (rules/linalg_solve.py): ONNX Loops over the matrix
-    # dimension in the input dtype. Errors: max |ours - eager| / max |eager|, float32,
-    # random n <= 32; against a float64 reference ours is within 3x of torch's own error.
+    # Linear solves and factorisations (rules/linalg_solve.py, rules/linalg_factor.py):
+    # ONNX Loops over the matrix dimension in the input dtype. Errors: max |ours - eager| /
+    # max |eager|, float32, random n <= 32; against a float64 reference ours is within 3x
+    # of torch's own error.
     "aten::linalg_lu_factor_ex.default": "Loop: getf2 partial pivoting (first largest pivot magnitude); pivots and info exact, LU within 5e-7 relative of eager",
     "aten::linalg_lu.default": "Loop: getf2 partial pivoting; P exact, L and U within 5e-7 relative of eager",
     "aten::lu_unpack.default": "exact (masks and a Loop of the recorded swaps)",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import onnx_ir as ir
@@ -14,6 +13,7 @@ import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
 from pt2onnx import _builder, _decomp
+from pt2onnx._fold import FOLD_LIMIT, Const, empty_result, fold, foldable, get_attr
 from pt2onnx._fx_meta import (
     Source,
     output_names_from_spec,
@@ -21,7 +21,7 @@ from pt2onnx._fx_meta import (
     source_of,
     type_of,
 )
-from pt2onnx._registry import KEEP_UNFOLDED, Registry, RuleEntry, op_name
+from pt2onnx._registry import Registry, RuleEntry, op_name
 from pt2onnx.errors import (
     InvalidInputError,
     MissingOp,
@@ -29,30 +29,13 @@ from pt2onnx.errors import (
     UnsupportedOperatorError,
 )
 
-# Buffers and lifted constants up to this many elements take part in constant
-# folding; a folded result larger than this is not materialised.
-FOLD_LIMIT = 1 << 16
 # Keyword arguments that carry no meaning in an ONNX graph.
 _IGNORED_KWARGS = frozenset({"layout", "device", "pin_memory", "memory_format", "non_blocking"})
-_FOLDABLE_PY = frozenset(
-    {operator.getitem, operator.add, operator.sub, operator.mul, operator.floordiv,
-     operator.truediv, operator.mod, operator.neg, operator.pow}
-)
-
-
 _WRAPPER_HOPS = frozenset(
     getattr(torch.ops.higher_order, name)
     for name in ("wrap_with_set_grad_enabled", "wrap_with_autocast")
     if hasattr(torch.ops.higher_order, name)
 )
-
-
-@dataclass
-class Const:
-    """A tensor known at export time (a folded value or a small buffer)."""
-
-    tensor: torch.Tensor
-    name: str | None = None
 
 
 class Translator:
@@ -115,7 +98,7 @@ class Translator:
             elif node.op == "output":
                 self._bind_outputs(node)
             elif node.op == "get_attr":
-                self.env[node] = _get_attr(graph_module, node.target)
+                self.env[node] = get_attr(graph_module, node.target)
         if self.missing:
             raise UnsupportedOperatorError(self.missing, self.opset)
         seen: set[str] = set()
@@ -155,7 +138,7 @@ class Translator:
                 if node.op == "call_function":
                     self._call(node)
                 elif node.op == "get_attr":
-                    self.env[node] = _get_attr(gm, node.target)
+                    self.env[node] = get_attr(gm, node.target)
                 elif node.op == "output":
                     out = node.args[0]
                     outs = list(out) if isinstance(out, (list, tuple)) else [out]
@@ -295,13 +278,13 @@ class Translator:
         target = node.target
         args = [self._arg(a) for a in node.args]
         kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
-        if self._foldable(target, args, kwargs):
-            result = self._fold(node, args, kwargs)
+        if foldable(target, args, kwargs):
+            result = fold(node, args, kwargs)
             if result is not None:
                 self.env[node] = result
                 self.folded += 1
                 return
-        empty = _empty_result(node, target)
+        empty = empty_result(node, target)
         if empty is not None:
             # A static empty result is a constant: onnxruntime refuses some kernels on
             # 0-size inputs (MatMul broadcasting a 0 batch, LayerNormalization over 0
@@ -532,42 +515,6 @@ class Translator:
         self._type_value(value, val)
         return value
 
-    # -- constant folding ---------------------------------------------------
-    def _foldable(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
-        if target in KEEP_UNFOLDED:
-            return False
-        if isinstance(target, torch._ops.OpOverload):
-            if torch.Tag.nondeterministic_seeded in target.tags or target._schema.is_mutable:
-                return False
-        elif target not in _FOLDABLE_PY:
-            return False
-        return not _contains_value((args, kwargs))
-
-    def _fold(self, node: torch.fx.Node, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        real_args = _unwrap(args)
-        real_kwargs = _unwrap(kwargs)
-        try:
-            with torch.no_grad():
-                out = node.target(*real_args, **real_kwargs)  # type: ignore[operator]
-            return _wrap(out)
-        except Exception:
-            # Not foldable here (too big, or the op needs real inputs): translate it.
-            return None
-
-
-def _empty_result(node: torch.fx.Node, target: Any) -> Const | None:
-    """The result of a functional op whose one output has a static shape with a 0 in it."""
-    if not isinstance(target, torch._ops.OpOverload) or target._schema.is_mutable:
-        return None
-    if len(target._schema.returns) != 1:
-        return None
-    val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor) or val.is_complex():
-        return None
-    if not all(isinstance(d, int) for d in val.shape) or 0 not in val.shape:
-        return None
-    return Const(torch.empty(tuple(val.shape), dtype=val.dtype))
-
 
 def _has_complex(val: Any) -> bool:
     if isinstance(val, torch.Tensor):
@@ -613,54 +560,3 @@ def _check_result(node: torch.fx.Node, result: Any, fn: Any, src: Source) -> Non
         "Next step: return one onnx_ir.Value per output of the op (a tuple when there are "
         "several; g.op.X(..., _outputs=n) makes n outputs)."
     )
-
-
-def _get_attr(gm: torch.fx.GraphModule, target: str) -> Any:
-    obj: Any = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    if isinstance(obj, torch.Tensor):
-        return Const(obj, target)
-    return obj
-
-
-def _contains_value(x: Any) -> bool:
-    if isinstance(x, ir.Value):
-        return True
-    if isinstance(x, (list, tuple)):
-        return any(_contains_value(v) for v in x)
-    if isinstance(x, dict):
-        return any(_contains_value(v) for v in x.values())
-    return False
-
-
-_CPU = torch.device("cpu")
-
-
-def _unwrap(x: Any) -> Any:
-    if isinstance(x, Const):
-        return x.tensor
-    if isinstance(x, torch.device):
-        # Fold on the CPU: a model on the meta device would otherwise fold to no data.
-        return _CPU
-    if isinstance(x, list):
-        return [_unwrap(v) for v in x]
-    if isinstance(x, tuple):
-        return tuple(_unwrap(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _unwrap(v) for k, v in x.items()}
-    return x
-
-
-def _wrap(out: Any) -> Any:
-    if isinstance(out, torch.Tensor):
-        if out.numel() > FOLD_LIMIT:
-            raise _TooBig
-        return Const(out)
-    if isinstance(out, (list, tuple)):
-        return type(out)(_wrap(o) for o in out)
-    return out
-
-
-class _TooBig(Exception):
-    pass

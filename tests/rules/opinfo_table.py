@@ -192,7 +192,7 @@ CASES: list[OpCase] = [
     case("special.bessel_y1", f32),
     case("special.spherical_bessel_j0", f32),
     case("special.airy_ai", f32),
-    # Special functions: orthogonal polynomials, zeta, polygamma, igamma, nextafter (polynomials.py, special.py).
+    # Special functions: orthogonal polynomials, zeta, polygamma, igamma, nextafter (polynomials.py, gamma.py, float_bits.py).
     case("special.chebyshev_polynomial_t", f32),
     case("special.chebyshev_polynomial_u", f32),
     case("special.chebyshev_polynomial_v", f32),
@@ -226,7 +226,7 @@ CASES: list[OpCase] = [
     case("nn.functional.rrelu", f32, shape_only=True),
     case("nn.functional.fractional_max_pool2d", f32, shape_only=True),
     case("nn.functional.fractional_max_pool3d", f32, shape_only=True),
-    # Linear solves and factorisations as ONNX Loops (rules/linalg_solve.py).
+    # Linear solves and factorisations as ONNX Loops (rules/linalg_solve.py, rules/linalg_factor.py).
     case("linalg.inv", f32),
     case("linalg.inv_ex", f32),
     case("linalg.tensorinv", f32),

@@ -1,7 +1,7 @@
-"""Linear solves and factorisations (rules/linalg_solve.py) beyond the OpInfo samples:
-dynamic matrix sizes, singular and indefinite inputs (info, pivots), 2x2 Bunch-Kaufman
-blocks mixed across a batch, float64, and the error check a whole-program retrace
-wraps in with_effects."""
+"""Linear solves and factorisations (rules/linalg_solve.py, rules/linalg_factor.py) beyond
+the OpInfo samples: dynamic matrix sizes, singular and indefinite inputs (info, pivots),
+2x2 Bunch-Kaufman blocks mixed across a batch, float64, and the error check a
+whole-program retrace wraps in with_effects."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ import torch
 from pt2onnx._builder import RuleContext, torch_dtype
 from pt2onnx._registry import translation
 from pt2onnx.rules._common import aten, rank
-from pt2onnx.rules.linalg_solve import _loop
+from pt2onnx.rules._linalg_loop import _loop
 
 _F64, _I64 = ir.DataType.DOUBLE, ir.DataType.INT64
 
