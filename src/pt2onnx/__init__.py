@@ -1,5 +1,7 @@
 """pt2onnx: a fast, pure-Python exporter from PyTorch to ONNX."""
 
+# _lazy first: it defers sympy before onnx_ir imports it (see _lazy.py).
+from pt2onnx import _lazy  # noqa: F401
 from pt2onnx import rules as _rules  # noqa: F401  (registers the built-in rules)
 from pt2onnx._api import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, OnnxProgram, export
 from pt2onnx._builder import RuleContext

@@ -516,7 +516,7 @@ CASES: list[OpCase] = [
     case("masked.std", f32),
     case("masked.sum", f32),
     case("masked.var", f32),
-    case("masked_fill", f32, i64, b8, xfails=(xfail("onnxruntime has no bool kernel for Where", dtypes=b8, aten="aten::where.self"),)),
+    case("masked_fill", f32, i64, b8),
     case("masked_scatter", f32),
     case("masked_select", f32),
     case("matmul", f32, f16),

@@ -8,7 +8,6 @@ from typing import Any
 
 import onnx_ir as ir
 import torch
-from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
@@ -22,6 +21,16 @@ from pt2onnx.rules._common import (
     shape_value,
     static_dims,
 )
+
+
+def _known_true(cond: Any) -> bool:
+    """torch's ``statically_known_true``; imported when a symbolic value needs it (it
+    imports sympy, which a static export never loads)."""
+    if isinstance(cond, bool):
+        return cond
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return bool(statically_known_true(cond))
 
 
 @translation([aten.view.default, aten._unsafe_view.default, aten.reshape.default])
@@ -336,7 +345,7 @@ def as_strided(g: RuleContext, x: ir.Value, size: list[Any], stride: list[Any],
         # A contiguous result over the same storage only renames the layout (for example the
         # restride after adaptive_avg_pool2d), which also holds for symbolic sizes.
         if len(out.shape) == len(val.shape) and all(
-                statically_known_true(a == b) for a, b in zip(out.shape, val.shape, strict=True)):
+                _known_true(a == b) for a, b in zip(out.shape, val.shape, strict=True)):
             return x
         return g.op.Reshape(x, shape_value(g, size))
     values = [*size, *stride, storage_offset or 0]
@@ -361,8 +370,8 @@ def _reads_all_in_order(src: torch.Tensor, out: Any) -> bool:
     return (
         isinstance(out, torch.Tensor)
         and out.is_contiguous()
-        and statically_known_true(out.storage_offset() == src.storage_offset())
-        and statically_known_true(out.numel() == src.numel())
+        and _known_true(out.storage_offset() == src.storage_offset())
+        and _known_true(out.numel() == src.numel())
     )
 
 
