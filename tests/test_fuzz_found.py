@@ -106,3 +106,74 @@ def test_clamp_of_bool(tmp_path: Path) -> None:
     export_and_verify(
         _Fn(lambda a, b, c: (torch.clamp(a, min=b), torch.clamp(a, max=c))),
         (x, lo, hi), tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int32])
+def test_softmax_of_an_empty_integer_tensor(dtype: torch.dtype, tmp_path: Path) -> None:
+    # Eager computes it (there is nothing to compute); ONNX Softmax takes floats only.
+    x = torch.zeros(3, 0, 2, dtype=dtype)
+    export_and_verify(_Fn(lambda t: (torch.softmax(t, 1), torch.log_softmax(t, 2))), (x,),
+                      tmp_path)
+
+
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (2, 3, 0)])
+def test_linear_with_no_input_features(shape: tuple[int, ...], tmp_path: Path) -> None:
+    # onnxruntime's Gemm/MatMul rewrite refuses the 0 ("Invalid position of 0"); the
+    # product is zeros, plus the bias.
+    lin = torch.nn.Linear(0, 4)
+    torch.nn.init.normal_(lin.bias)
+    export_and_verify(lin, (torch.randn(shape),), tmp_path)
+
+
+class _Unflatten(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> object:
+        return x.unflatten(1, (1, -1)), x.unflatten(0, (-1, 1))
+
+
+@pytest.mark.parametrize("shape", [(0, 6), (4, 6)])
+def test_unflatten_with_a_dynamic_dim(shape: tuple[int, ...], tmp_path: Path) -> None:
+    # (0, B): the -1 beside the 0 was refused by onnxruntime's Reshape.
+    export_dynamic_and_verify(_Unflatten(), (torch.randn(shape),), tmp_path, {"x": {1: "b"}},
+                              input_names=["x"])
+
+
+class _ViewThenScatterIntoView(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("b", torch.zeros(1, 0))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
+                index: torch.Tensor, y: torch.Tensor) -> object:
+        v = x.clone()
+        v.unsqueeze(0).view(-1, 5)
+        w = torch.where(mask, v.to(torch.int32), other)
+        w.select(0, 0).scatter_(1, index, self.b.to(torch.int32))
+        return torch.logical_xor(v, y)
+
+
+def test_functionalization_that_fixes_a_dynamic_dim_is_an_error(tmp_path: Path) -> None:
+    # torch's run_decompositions (for the scatter_ into a view) fixed B to its example
+    # size while the capture held it dynamic: the model refused every other B (the
+    # fuzzer's seed 100, program 1124, minimized).
+    import pt2onnx
+
+    args = (torch.randint(-5, 6, (5, 1, 5), dtype=torch.int32), torch.rand(1, 1, 5) < 0.5,
+            torch.randint(-5, 6, (1, 1, 1), dtype=torch.int32),
+            torch.zeros(1, 0, dtype=torch.int64), torch.randn(1, 1, 5))
+    b = torch.export.Dim("B", min=4, max=64)
+    with pytest.raises(pt2onnx.CaptureError, match="do not survive functionalization") as err:
+        pt2onnx.export(_ViewThenScatterIntoView(), args, tmp_path / "m.onnx",
+                       dynamic_shapes=({2: b}, {2: b}, None, None, {2: b}))
+    assert "x axis 2 fixed to 5" in str(err.value) and "aten.scatter_" in str(err.value)
+    assert not (tmp_path / "m.onnx").exists()
+
+
+class _NormOverNothing(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> object:
+        return torch.nn.functional.layer_norm(x, (0,)), torch.ops.aten.native_layer_norm(
+            x, [0], None, None, 1e-5)
+
+
+def test_layer_norm_over_nothing_with_a_dynamic_batch(tmp_path: Path) -> None:
+    export_dynamic_and_verify(_NormOverNothing(), (torch.randn(4, 3, 0),), tmp_path,
+                              {"x": {0: "b"}}, input_names=["x"])

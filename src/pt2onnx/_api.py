@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -429,7 +430,15 @@ def _export(
         rep.decomposition = f"run_decompositions: {why}"
         # Only the ops without a rule: torch's decomposition of an op we translate
         # can refuse what eager accepts (addcmul of ints with a float value).
-        return _compat.run_decompositions(captured.program, trace_decompositions())
+        symbolic = _symbolic_input_dims(captured.program)  # before: the retrace rewrites them
+        try:
+            program = _compat.run_decompositions(captured.program, trace_decompositions())
+        except ExportError:
+            raise
+        except Exception as exc:
+            raise _functionalization_error(why, exc) from exc
+        _check_still_dynamic(symbolic, program, why)
+        return program
 
     def note_capture(captured: _capture.CaptureResult) -> None:
         rep.capture_strategy = captured.strategy
@@ -649,3 +658,46 @@ def _histogram(model: ir.Model) -> dict[str, int]:
         key = node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def _functionalization_error(why: str, exc: Exception) -> CaptureError:
+    """torch's run_decompositions failed (seen: a scatter_ into a transposed view, which
+    torch's functionalization replays as an impossible view)."""
+    text = str(exc)
+    found = re.search(r"target=torch\.ops\.(aten\.\w+\.\w+)", text)
+    where = f" at {found.group(1)}" if found else ""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return CaptureError(
+        f"torch's functionalization failed{where} ({type(exc).__name__}: {first[:300]}). "
+        f"The program needed it because {why}. Next step: write that in-place op on a view "
+        "out of place (y = x.scatter(...) instead of x.transpose(0, 1).scatter_(...)), or "
+        "apply it to a contiguous tensor (.contiguous() or .clone() first).")
+
+
+def _symbolic_input_dims(ep: torch.export.ExportedProgram) -> list[tuple[str, int]]:
+    dims = [(n.name, axis, d) for n in ep.graph.nodes
+            if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+            for axis, d in enumerate(n.meta["val"].shape) if isinstance(d, torch.SymInt)]
+    if not dims:  # a static program: no sympy import
+        return []
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    return [(name, axis) for name, axis, d in dims if not is_concrete_int(d)]
+
+
+def _check_still_dynamic(symbolic: list[tuple[str, int]], after: torch.export.ExportedProgram,
+                         why: str) -> None:
+    """run_decompositions retraces the program; a guard met there can make a declared
+    dynamic dim a constant, which would write a model that refuses every other size
+    (found by the fuzzer: a scatter_ into a view of an input-shaped tensor)."""
+    now = {n.name: tuple(n.meta["val"].shape) for n in after.graph.nodes
+           if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    lost = [f"{name} axis {axis} fixed to {now[name][axis]}" for name, axis in symbolic
+            if name in now and is_concrete_int(now[name][axis])]
+    if lost:
+        raise CaptureError(
+            "the dynamic shapes do not survive functionalization: torch's run_decompositions "
+            f"(needed because {why}) fixed {'; '.join(lost)}. Next step: write that in-place "
+            "op out of place (or on a contiguous tensor), or export with those dims static.")

@@ -127,9 +127,22 @@ def unflatten(g: RuleContext, x: ir.Value, dim: int, sizes: list[Any]) -> ir.Val
     r = rank(x)
     d = normalize_dim(dim, r)
     shape = g.op.Shape(x)
-    parts = [g.op.Slice(shape, g.const([0]), g.const([d])), g.int_list(list(sizes)),
+    sizes = list(sizes)
+    if any(isinstance(s, int) and s == -1 for s in sizes):
+        # The -1 computed here, so the Reshape can take allowzero: Shape(x)[:d] may be
+        # 0 (an empty tensor), and a 0 beside a -1 is refused by
+        # onnxruntime (found by the fuzzer).
+        k = next(i for i, s in enumerate(sizes) if isinstance(s, int) and s == -1)
+        rest: ir.Value = g.const([1])
+        for i, s in enumerate(sizes):
+            if i != k:
+                rest = g.op.Mul(rest, g.op.Reshape(s, g.const([1])) if isinstance(s, ir.Value)
+                                else g.const([int(s)]))
+        whole = g.op.Slice(shape, g.const([d]), g.const([d + 1]))
+        sizes[k] = g.op.Div(whole, g.op.Max(rest, g.const([1])))
+    parts = [g.op.Slice(shape, g.const([0]), g.const([d])), g.int_list(sizes),
              g.op.Slice(shape, g.const([d + 1]), g.const([r]))]
-    return g.op.Reshape(x, g.op.Concat(*parts, axis=0))
+    return g.op.Reshape(x, g.op.Concat(*parts, axis=0), allowzero=1)
 
 
 def _conv(n: int):  # type: ignore[no-untyped-def]

@@ -514,7 +514,8 @@ def to_copy(g: RuleContext, x: ir.Value, *args: Any, **kwargs: Any) -> ir.Value:
 
 
 @translation([aten.clone.default, aten.alias.default, aten.detach.default,
-              aten.lift_fresh_copy.default, aten.contiguous.default])
+              aten.lift_fresh_copy.default, aten.contiguous.default,
+              torch.ops.prims.copy_strided.default])
 def identity(g: RuleContext, x: ir.Value, *args: Any, **kwargs: Any) -> ir.Value:
     """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
     return x

@@ -16,6 +16,9 @@ from pt2onnx.rules._common import aten, rank
 @translation(aten.linear.default)
 def linear(g: RuleContext, x: ir.Value, weight: ir.Value, bias: ir.Value | None = None) -> ir.Value:
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
+    if x.shape is not None and len(x.shape) and x.shape[-1] == 0 and rank(weight) == 2:
+        out = product(g, x, g.op.Transpose(weight, perm=[1, 0]))
+        return g.op.Add(out, bias) if bias is not None else out
     if rank(x) == 2 and rank(weight) == 2:
         return g.op.Gemm(x, weight, bias, transB=1)
     # A weight used only here is stored transposed (lazily, at save time); a shared

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -185,6 +186,13 @@ def native_layer_norm(g: RuleContext, x: ir.Value, normalized_shape: list[int],
     if weight is None:
         weight = g.const(torch.ones(list(normalized_shape), dtype=torch_dtype(dtype)))
     axis = -len(normalized_shape)
+    if any(isinstance(d, int) and d == 0 for d in normalized_shape):
+        # Nothing to normalise: the output is empty; torch's mean is 0 and rstd NaN.
+        # onnxruntime refuses LayerNormalization over 0 elements (found by the fuzzer).
+        keep = g.op.Shape(x, end=axis) if axis < 0 else g.op.Shape(x)
+        stats = g.op.Concat(keep, g.const([1] * len(normalized_shape)), axis=0)
+        mean = g.op.Expand(g.const(0.0, dtype), stats)
+        return g.op.Identity(x), mean, g.op.Expand(g.const(math.nan, dtype), stats)
     want_stats = g.node is not None and g.node.target is aten.native_layer_norm.default and (
         g.output_used(1) or g.output_used(2))
     if want_stats:

@@ -195,19 +195,26 @@ for _op in (aten.all.default, aten.all.dim, aten.all.dims):
 @translation([aten._softmax.default, aten.softmax.int])
 def softmax(g: RuleContext, x: ir.Value, dim: int, half_to_float: Any = False) -> ir.Value:
     """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    x = g.cast(x, g.dtype)
+    return _softmax_as("Softmax", g, x, dim)
+
+
+def _softmax_as(onnx_op: str, g: RuleContext, x: ir.Value, dim: int) -> ir.Value:
+    # Eager runs an integer or bool softmax only on an empty tensor (its kernels refuse
+    # those dtypes otherwise); ONNX types Softmax for floats only.
+    work = g.dtype if is_float(g.dtype) else ir.DataType.FLOAT
+    x = g.cast(x, work)
     if rank(x) == 0:
-        return g.op.Div(x, x)
-    return g.op.Softmax(x, axis=normalize_dim(dim, rank(x)))
+        out = g.op.Div(x, x) if onnx_op == "Softmax" else g.op.Sub(x, x)
+    else:
+        out = getattr(g.op, onnx_op)(x, axis=normalize_dim(dim, rank(x)))
+    out.dtype = work
+    return g.cast(out, g.dtype)
 
 
 @translation([aten._log_softmax.default, aten.log_softmax.int])
 def log_softmax(g: RuleContext, x: ir.Value, dim: int, half_to_float: Any = False) -> ir.Value:
     """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
-    x = g.cast(x, g.dtype)
-    if rank(x) == 0:
-        return g.op.Sub(x, x)
-    return g.op.LogSoftmax(x, axis=normalize_dim(dim, rank(x)))
+    return _softmax_as("LogSoftmax", g, x, dim)
 
 
 @translation(aten.logsumexp.default)

@@ -126,11 +126,12 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
 
         msg = str(e)
         # Acceptable: a typed error that names the op, or a typed capture error that
-        # names the dynamic dim the model fixes (the program's dynamic spec is wrong).
+        # names the dynamic dim the model fixes or whose range a guard excludes (the
+        # program's dynamic spec is wrong).
         typed = isinstance(e, pt2onnx.ExportError) and (
             bool(_OP_NAME.search(msg)) or (
                 isinstance(e, pt2onnx.CaptureError) and "dynamic shapes" in msg
-                and "fixed" in msg))
+                and ("fixed" in msg or "rejected" in msg)))
         return Outcome("export_error", _first_lines(e), typed)
     try:
         onnx.checker.check_model(proto, full_check=True)
