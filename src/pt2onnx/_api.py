@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import onnx
 import onnx_ir as ir
 import torch
 
 from pt2onnx import _capture, _compat, _decomp, _dynamic, _legacy, _quantized, _save, debug, passes
+from pt2onnx._program import OnnxProgram as OnnxProgram
 from pt2onnx._registry import REGISTRY
 from pt2onnx._translate import Translator
 from pt2onnx.errors import (
@@ -28,17 +26,6 @@ from pt2onnx.errors import (
     UnsupportedOperatorError,
 )
 from pt2onnx.report import ExportReport
-from pt2onnx.verify import (
-    VerificationResult,
-    compare,
-    flatten_outputs,
-    flatten_tensors,
-    require_onnxruntime,
-    to_numpy,
-)
-from pt2onnx.verify import (
-    bisect as bisect_nodes,
-)
 
 MIN_OPSET = 17
 MAX_OPSET = 26
@@ -61,200 +48,6 @@ def _check_opset(opset: int | None) -> int:
             f"for the default ({DEFAULT_OPSET})."
         )
     return opset
-
-
-class OnnxProgram:
-    """An exported ONNX model, with the means to save, run and verify it."""
-
-    def __init__(
-        self,
-        model: ir.Model,
-        report: ExportReport,
-        module: Callable[..., Any] | None = None,
-        kwarg_order: Sequence[str] = (),
-    ) -> None:
-        self.model = model
-        self.report = report
-        self._module = module
-        self._kwarg_order = list(kwarg_order)
-        self._session: Any = None
-        self._path: Path | None = None
-        # Set by export: what verify(bisect=True) and save_testcase need.
-        self._program: torch.export.ExportedProgram | None = None
-        self._fx_values: dict[str, Any] = {}
-        self._example: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
-        self._extra_outputs = 0
-        self._sym_names: dict[Any, Any] = {}  # torch's symbols -> the user's dim names
-        self._traced = False  # a make_fx trace is specialised to the example's sizes
-        self._call_model: Any = module  # whose signature reads a trailing dict of kwargs
-
-    def __repr__(self) -> str:
-        g = self.model.graph
-        return (
-            f"OnnxProgram(opset={g.opset_imports.get('', '?')}, nodes={len(g)}, "
-            f"inputs={[v.name for v in g.inputs]}, outputs={[v.name for v in g.outputs]})"
-        )
-
-    @property
-    def model_proto(self) -> onnx.ModelProto:
-        """The model as an ``onnx.ModelProto`` (weights inline)."""
-        if _save.initializer_bytes(self.model) > _save.PROTO_LIMIT_BYTES:
-            raise ExportError(
-                "the model's weights exceed the 2 GB protobuf limit, so it has no in-memory "
-                "ModelProto. Next step: use .save(path), which writes external data."
-            )
-        return ir.to_proto(self.model)
-
-    def save(
-        self, path: str | os.PathLike[str], *, external_data: bool | None = None,
-        strip_weights: bool = False, weights: Any = None,
-    ) -> Path:
-        """Writes the model atomically; large weights go to ``<path>.data`` beside it.
-
-        With ``strip_weights=True`` large float weights are replaced by their
-        statistics, to share a repro without them; ``pt2onnx.unstrip`` restores
-        random weights with the same statistics.
-
-        ``weights`` gives the data of a model exported from the meta device:
-        safetensors file(s), a ``state_dict`` or a callable ``name -> Tensor``.
-        Tensors are streamed one at a time into the external-data file.
-        """
-        if strip_weights:
-            return debug.strip(self.model, path)
-        written = _save.save_model(self.model, path, external_data, weights)
-        self._path = written
-        return written
-
-    # -- running ------------------------------------------------------
-    def _split(self, args: tuple[Any, ...], kwargs: dict[str, Any]
-               ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """A trailing dict of keyword inputs, read as export read it (torch.onnx's form)."""
-        if self._call_model is None:
-            return args, kwargs
-        args, split = _capture.split_trailing_kwargs(self._call_model, tuple(args), kwargs)
-        return args, split or {}
-
-    def _flat_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray]:
-        args, kwargs = self._split(args, kwargs)
-        ordered = {k: kwargs[k] for k in self._kwarg_order if k in kwargs}
-        ordered.update({k: v for k, v in kwargs.items() if k not in ordered})
-        tensors = flatten_tensors((args, ordered))
-        inputs = self.model.graph.inputs
-        if len(tensors) != len(inputs):
-            raise InvalidInputError(
-                f"the ONNX model takes {len(inputs)} tensor inputs "
-                f"({[v.name for v in inputs]}) but {len(tensors)} were given."
-            )
-        return [to_numpy(t) for t in tensors]
-
-    def _get_session(self) -> Any:
-        if self._session is None:
-            ort = require_onnxruntime()
-            opts = ort.SessionOptions()
-            opts.log_severity_level = 3
-            if _save.initializer_bytes(self.model) > _save.PROTO_LIMIT_BYTES:
-                if self._path is None:
-                    raise ExportError(
-                        "this model is too large to run from memory. Next step: call "
-                        ".save(path) first, then .run(...)."
-                    )
-                source: Any = str(self._path)
-            else:
-                source = self.model_proto.SerializeToString()
-            self._session = ort.InferenceSession(
-                source, opts, providers=["CPUExecutionProvider"]
-            )
-        return self._session
-
-    def run(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
-        """Runs the model in onnxruntime on the same kind of inputs as the export."""
-        return self._run_flat(self._flat_inputs(args, kwargs))
-
-    def _run_flat(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        session = self._get_session()
-        feeds = dict(zip([i.name for i in session.get_inputs()], arrays))
-        return list(session.run(None, feeds))
-
-    def save_testcase(self, directory: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Path:
-        """Writes ``model.onnx`` and ``test_data_set_0/{input,output}_N.pb`` (ONNX backend-test
-        layout) under directory; the inputs default to the export's example inputs and the
-        outputs come from eager PyTorch (onnxruntime when there is no eager model)."""
-        if not args and not kwargs:
-            args, kwargs = self._example
-        args, kwargs = self._split(args, kwargs)
-        arrays = [a.copy() for a in self._flat_inputs(args, kwargs)]
-        if self._module is not None and not self._extra_outputs:
-            with torch.no_grad():
-                outputs = [to_numpy(t) for t in flatten_outputs(self._module(*args, **kwargs))]
-        else:
-            outputs = self._run_flat(arrays)
-        return debug.save_testcase(self.model, directory, arrays, outputs)
-
-    def verify(
-        self, *args: Any, atol: float = 1e-4, rtol: float = 1e-3, bisect: bool = False,
-        **kwargs: Any,
-    ) -> VerificationResult:
-        """Compares each output with eager PyTorch: max abs/rel error per output.
-
-        Called with no inputs, it runs the export's example inputs and then, for a
-        model with dynamic dims, the same inputs at a second size of every dim
-        (within its range); ``result.runs`` says which sizes ran.
-
-        With ``bisect=True`` and a mismatch, also finds the first FX node whose
-        ONNX value diverges from eager and names its rule and source line.
-        """
-        if self._module is None:
-            raise ExportError("this program has no eager model to compare against.")
-        if args or kwargs:
-            result = self._verify_once(args, kwargs, atol, rtol, bisect)
-        else:
-            import copy
-
-            from pt2onnx import _resize
-
-            # Copies: eager may update the example in place (a transformers cache grows).
-            example = copy.deepcopy(self._example)
-            second = None
-            if self._program is not None and not self._traced:
-                second = _resize.second_size(self._program, *example)
-            shown = "the example inputs"
-            if second is not None:
-                shown += " (" + ", ".join(
-                    f"{self._dim_name(s)}={old}" for s, (old, _) in second[0].items()) + ")"
-            result = self._verify_once(*example, atol, rtol, bisect, shown)
-            if second is not None:
-                sizes, args2, kwargs2 = second
-                shown = ", ".join(f"{self._dim_name(s)}={new}" for s, (_, new) in sizes.items())
-                again = self._verify_once(args2, kwargs2, atol, rtol, bisect, shown)
-                result = VerificationResult(result.outputs, result.divergence, result.bisected,
-                                            result.sizes, (again,))
-        self.report.verification = result
-        return result
-
-    def _verify_once(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], atol: float, rtol: float,
-        bisect: bool, sizes: str = "",
-    ) -> VerificationResult:
-        assert self._module is not None
-        args, kwargs = self._split(args, kwargs)
-        # Snapshot the inputs first: eager models may update them in place
-        # (a transformers cache grows by the new keys and values).
-        arrays = [a.copy() for a in self._flat_inputs(args, kwargs)]
-        with torch.no_grad():
-            expected = flatten_outputs(self._module(*args, **kwargs))
-        actual = self._run_flat(arrays)
-        if self._extra_outputs:  # pt2onnx.as_output values come after the model's outputs
-            actual = actual[: len(actual) - self._extra_outputs]
-        names = [v.name or f"output_{i}" for i, v in enumerate(self.model.graph.outputs)]
-        result = compare(names, expected, actual, atol, rtol)
-        found = None
-        if bisect and not result.ok and self._program is not None:
-            found = bisect_nodes(self.model, self._program, self._fx_values, arrays,
-                                 args, kwargs, atol, rtol)
-        return VerificationResult(result.outputs, found, bisect and not result.ok, sizes)
-
-    def _dim_name(self, symbol: Any) -> str:
-        return str(self._sym_names.get(symbol, symbol))
 
 
 def export(
@@ -430,14 +223,14 @@ def _export(
         rep.decomposition = f"run_decompositions: {why}"
         # Only the ops without a rule: torch's decomposition of an op we translate
         # can refuse what eager accepts (addcmul of ints with a float value).
-        symbolic = _symbolic_input_dims(captured.program)  # before: the retrace rewrites them
+        symbolic = _decomp.symbolic_input_dims(captured.program)  # before: the retrace rewrites them
         try:
             program = _compat.run_decompositions(captured.program, trace_decompositions())
         except ExportError:
             raise
         except Exception as exc:
-            raise _functionalization_error(why, exc) from exc
-        _check_still_dynamic(symbolic, program, why)
+            raise _decomp.functionalization_error(why, exc) from exc
+        _decomp.check_still_dynamic(symbolic, program, why)
         return program
 
     def note_capture(captured: _capture.CaptureResult) -> None:
@@ -659,45 +452,3 @@ def _histogram(model: ir.Model) -> dict[str, int]:
         counts[key] = counts.get(key, 0) + 1
     return counts
 
-
-def _functionalization_error(why: str, exc: Exception) -> CaptureError:
-    """torch's run_decompositions failed (seen: a scatter_ into a transposed view, which
-    torch's functionalization replays as an impossible view)."""
-    text = str(exc)
-    found = re.search(r"target=torch\.ops\.(aten\.\w+\.\w+)", text)
-    where = f" at {found.group(1)}" if found else ""
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return CaptureError(
-        f"torch's functionalization failed{where} ({type(exc).__name__}: {first[:300]}). "
-        f"The program needed it because {why}. Next step: write that in-place op on a view "
-        "out of place (y = x.scatter(...) instead of x.transpose(0, 1).scatter_(...)), or "
-        "apply it to a contiguous tensor (.contiguous() or .clone() first).")
-
-
-def _symbolic_input_dims(ep: torch.export.ExportedProgram) -> list[tuple[str, int]]:
-    dims = [(n.name, axis, d) for n in ep.graph.nodes
-            if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
-            for axis, d in enumerate(n.meta["val"].shape) if isinstance(d, torch.SymInt)]
-    if not dims:  # a static program: no sympy import
-        return []
-    from torch.fx.experimental.symbolic_shapes import is_concrete_int
-
-    return [(name, axis) for name, axis, d in dims if not is_concrete_int(d)]
-
-
-def _check_still_dynamic(symbolic: list[tuple[str, int]], after: torch.export.ExportedProgram,
-                         why: str) -> None:
-    """run_decompositions retraces the program; a guard met there can make a declared
-    dynamic dim a constant, which would write a model that refuses every other size
-    (found by the fuzzer: a scatter_ into a view of an input-shaped tensor)."""
-    now = {n.name: tuple(n.meta["val"].shape) for n in after.graph.nodes
-           if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
-    from torch.fx.experimental.symbolic_shapes import is_concrete_int
-
-    lost = [f"{name} axis {axis} fixed to {now[name][axis]}" for name, axis in symbolic
-            if name in now and is_concrete_int(now[name][axis])]
-    if lost:
-        raise CaptureError(
-            "the dynamic shapes do not survive functionalization: torch's run_decompositions "
-            f"(needed because {why}) fixed {'; '.join(lost)}. Next step: write that in-place "
-            "op out of place (or on a contiguous tensor), or export with those dims static.")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from pt2onnx import _compat, _decomp_extra
+from pt2onnx.errors import CaptureError
 
 # The names a decomposition's source has in the report.
 TORCH_DEFAULT, TORCH_REGISTRY, PT2ONNX = "torch default", "torch registry", "pt2onnx"
@@ -249,3 +251,46 @@ def _plain(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _plain(v) for k, v in x.items()}
     return x
+
+
+def functionalization_error(why: str, exc: Exception) -> CaptureError:
+    """torch's run_decompositions failed (seen: a scatter_ into a transposed view, which
+    torch's functionalization replays as an impossible view)."""
+    text = str(exc)
+    found = re.search(r"target=torch\.ops\.(aten\.\w+\.\w+)", text)
+    where = f" at {found.group(1)}" if found else ""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return CaptureError(
+        f"torch's functionalization failed{where} ({type(exc).__name__}: {first[:300]}). "
+        f"The program needed it because {why}. Next step: write that in-place op on a view "
+        "out of place (y = x.scatter(...) instead of x.transpose(0, 1).scatter_(...)), or "
+        "apply it to a contiguous tensor (.contiguous() or .clone() first).")
+
+
+def symbolic_input_dims(ep: torch.export.ExportedProgram) -> list[tuple[str, int]]:
+    dims = [(n.name, axis, d) for n in ep.graph.nodes
+            if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+            for axis, d in enumerate(n.meta["val"].shape) if isinstance(d, torch.SymInt)]
+    if not dims:  # a static program: no sympy import
+        return []
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    return [(name, axis) for name, axis, d in dims if not is_concrete_int(d)]
+
+
+def check_still_dynamic(symbolic: list[tuple[str, int]], after: torch.export.ExportedProgram,
+                         why: str) -> None:
+    """run_decompositions retraces the program; a guard met there can make a declared
+    dynamic dim a constant, which would write a model that refuses every other size
+    (found by the fuzzer: a scatter_ into a view of an input-shaped tensor)."""
+    now = {n.name: tuple(n.meta["val"].shape) for n in after.graph.nodes
+           if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)}
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    lost = [f"{name} axis {axis} fixed to {now[name][axis]}" for name, axis in symbolic
+            if name in now and is_concrete_int(now[name][axis])]
+    if lost:
+        raise CaptureError(
+            "the dynamic shapes do not survive functionalization: torch's run_decompositions "
+            f"(needed because {why}) fixed {'; '.join(lost)}. Next step: write that in-place "
+            "op out of place (or on a contiguous tensor), or export with those dims static.")
