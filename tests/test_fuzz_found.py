@@ -177,3 +177,34 @@ class _NormOverNothing(torch.nn.Module):
 def test_layer_norm_over_nothing_with_a_dynamic_batch(tmp_path: Path) -> None:
     export_dynamic_and_verify(_NormOverNothing(), (torch.randn(4, 3, 0),), tmp_path,
                               {"x": {0: "b"}}, input_names=["x"])
+
+
+class _SeqFirstLinear(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 4, bias=False)  # with a bias, Add follows: no crash
+
+    def forward(self, x: torch.Tensor) -> object:
+        return self.lin(x.permute(1, 0, 2))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_half_transposed_matmul_does_not_crash_onnxruntime(dtype: torch.dtype,
+                                                          tmp_path: Path) -> None:
+    # onnxruntime 1.31/1.32 segfault creating a session for a float16 Transpose
+    # (perm [1, 0, 2]) feeding a MatMul with a constant operand (the fuzzer's seed 4,
+    # program 382). The session is created in a child process, so a crash fails the
+    # test instead of killing the run.
+    import subprocess
+    import sys
+
+    import pt2onnx
+
+    path = tmp_path / "m.onnx"
+    prog = pt2onnx.export(_SeqFirstLinear().to(dtype), (torch.randn(5, 3, 8).to(dtype),), path)
+    code = ("import onnxruntime as ort, sys; "
+            "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])")
+    run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         timeout=120)
+    assert run.returncode == 0, f"onnxruntime failed to load it (rc {run.returncode})"
+    assert prog.verify().ok

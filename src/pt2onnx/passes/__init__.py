@@ -9,6 +9,8 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
+from pt2onnx.passes import runtime_workarounds
+
 
 def optimize(model: ir.Model) -> ir.Model:
     """Runs the default pass pipeline in place and returns the model."""
@@ -25,6 +27,7 @@ def optimize(model: ir.Model) -> ir.Model:
     # (seen with var_mean's mean and the ReduceMean inside its variance); a graph
     # output must stay typed, so the types and shapes are restored after the passes.
     before = [(o.type, o.shape) for o in model.graph.outputs]
+    runtime_workarounds.apply(model)
     model = passes(model).model
     for out, (type_, shape) in zip(model.graph.outputs, before):
         if out.type is None:
@@ -35,5 +38,7 @@ def optimize(model: ir.Model) -> ir.Model:
 
 
 def cleanup(model: ir.Model) -> ir.Model:
-    """What runs even with optimize=False: unused initializers from folding go."""
+    """What runs even with optimize=False: unused initializers from folding go, and
+    the rewrites that keep onnxruntime from crashing on a valid graph."""
+    runtime_workarounds.apply(model)
     return common.RemoveUnusedNodesPass()(model).model
