@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import time
 import warnings
@@ -91,14 +92,29 @@ def export_llm(
         raise InvalidInputError(
             f"precision {precision!r} is not one export-llm writes. Next step: pass one of "
             f"{', '.join(PRECISIONS)}.")
-    dtype = PRECISIONS[precision]
+    if stamp is None:
+        stamp = os.environ.get(_stamp.ENV, "1") != "0"
+    # As in pt2onnx.export: the export makes many objects that live until it ends, and
+    # the cyclic GC would rescan all of them again and again.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _export_llm(model_or_dir, Path(out_dir), PRECISIONS[precision], precision,
+                           opset, tokenizer, int4_block_size, int4_accuracy_level,
+                           fuse_projections, stamp, start)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str,
+                opset: int | None, tokenizer: Any, int4_block_size: int,
+                int4_accuracy_level: int, fuse_projections: bool, stamp: bool,
+                start: float) -> LLMExport:
     model, folder = _load(model_or_dir, dtype)
     config = model.config
     model_type = _families.check_family(config)
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if stamp is None:
-        stamp = os.environ.get(_stamp.ENV, "1") != "0"
     notes: list[str] = []
     prog = layout = None
     if stamp:
