@@ -70,12 +70,27 @@ def plan(model: torch.nn.Module, config: Any) -> Plan | None:
             for i, layer in enumerate(layers)]
     period = next(p for p in range(1, n + 1)
                   if all(sigs[i] == sigs[i - p] for i in range(p, n)))
+    if period == n and n > 2:
+        i = next(i for i in range(1, n) if sigs[i] != sigs[i - 1])
+        raise Unstampable(f"the layers are not one repeating pattern: layer {i} differs from "
+                          f"layer {i - 1} in {_difference(sigs[i], sigs[i - 1], per_layer)}")
     captured = 2 * period + n % period
     if captured >= n:
         return None
     for i in range(period, n):
         _same_small_buffers(layers[i], layers[i - period], i)
     return Plan(path, n, period, captured, per_layer)
+
+
+def _difference(a: tuple[Any, ...], b: tuple[Any, ...], per_layer: tuple[str, ...]) -> str:
+    for key, x, y in zip(per_layer, a[1], b[1]):
+        if x != y:
+            return f"config.{key} ({x!r} against {y!r})"
+    (mods_a, tensors_a), (mods_b, tensors_b) = a[0], b[0]
+    for x, y in zip(mods_a, mods_b):
+        if x != y:
+            return f"module {x[0] or '(the layer)'} ({x[2]} against {y[2]})"
+    return "its modules or weights" if (mods_a, tensors_a) != (mods_b, tensors_b) else "?"
 
 
 def _layer_list(model: torch.nn.Module, config: Any) -> tuple[str, torch.nn.ModuleList]:
