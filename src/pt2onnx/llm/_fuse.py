@@ -52,6 +52,8 @@ def fuse_shared_input_matmuls(model: ir.Model) -> int:
         value = ir.Value(name=name, const_value=ir.LazyTensor(
             _joiner([_source(w) for w in weights], name), dtype=dtype, shape=shape, name=name))
         value.dtype, value.shape = dtype, shape
+        # Linear's [N, K] layout of the same weight, for the int4 quantizer.
+        value.meta["pt2onnx.rows"] = _joiner_rows([_source(w) for w in weights])
         graph.register_initializer(value)
         a = first.inputs[0]
         matmul = ir.node("MatMul", [a, value], name=f"{first.name or name}_fused")
@@ -92,3 +94,7 @@ def _source(w: ir.Value) -> Callable[[], torch.Tensor]:
 def _joiner(parts: list[Callable[[], torch.Tensor]], name: str) -> Callable[[], ir.TensorProtocol]:
     return lambda: ir.tensor_adapters.TorchTensor(
         torch.cat([part() for part in parts], dim=1), name=name)
+
+
+def _joiner_rows(parts: list[Callable[[], torch.Tensor]]) -> Callable[[], torch.Tensor]:
+    return lambda: torch.cat([part().t() for part in parts], dim=0)
