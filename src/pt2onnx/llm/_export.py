@@ -189,10 +189,10 @@ def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.
         plan = _stamp.plan(model, text)
         if plan is None:
             return None, None
+        caught: list[str] = []
         with _stamp.reduced(model, text, plan):
-            captured = _wrapper.probe(model, config, model_type)
-            caught: list[str] = []
-            prog = _capture(model, captured, dtype, opset, caught, optimize=False)
+            captured, prog = _capture_cut(model, config, model_type, plan, dtype, opset,
+                                          caught)
         layout = dataclasses.replace(captured, num_layers=plan.num_layers)
         full = _wrapper.wrap(model, layout)
         state = {**dict(full.named_parameters(remove_duplicate=False)),
@@ -208,6 +208,13 @@ def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.
         notes.append(f"the decoder layers were not stamped from one capture ({exc}); the "
                      "whole model was captured instead.")
         return None, None
+    except Exception as exc:  # the model's own error comes again from the full capture
+        text_ = str(exc).strip().splitlines()
+        notes.append(f"the decoder layers were not stamped from one capture (the copy cut "
+                     f"to {plan.captured} layers did not export: {type(exc).__name__}: "
+                     f"{text_[0][:200] if text_ else ''}); the whole model was captured "
+                     "instead.")
+        return None, None
     notes.extend(caught)
     prog.model = passes.optimize(prog.model)
     # run()/verify() compare with the whole model; the FX program is the cut copy's.
@@ -216,6 +223,35 @@ def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.
     prog._program, prog._fx_values = None, {}
     prog._stamped_from = plan.captured
     return prog, layout
+
+
+def _capture_cut(model: torch.nn.Module, config: Any, model_type: str, plan: _stamp.Plan,
+                 dtype: torch.dtype, opset: int | None, notes: list[str],
+                 ) -> tuple[Layout, Any]:
+    """The capture of the cut copy. Its layout is read from the config where the family
+    states it (checked against the graph's presents and logits), which saves the probe
+    run; otherwise, or if the graph disagrees, the probe's."""
+    guess = _wrapper.layout_from_config(model, config, model_type, plan.captured)
+    if guess is not None:
+        caught: list[str] = []
+        try:
+            prog = _capture(model, guess, dtype, opset, caught, optimize=False)
+        except Exception:
+            prog = None
+        if prog is not None and _agrees(prog.model, guess):
+            notes.extend(caught)
+            return guess, prog
+    layout = _wrapper.probe(model, config, model_type)
+    return layout, _capture(model, layout, dtype, opset, notes, optimize=False)
+
+
+def _agrees(model: ir.Model, layout: Layout) -> bool:
+    outputs = {v.name: v.shape for v in model.graph.outputs}
+    logits, present = outputs.get("logits"), outputs.get("present.0.key")
+    if logits is None or present is None or len(logits) != 3 or len(present) != 4:
+        return False
+    return (logits[2] == layout.vocab_size and present[1] == layout.num_kv_heads
+            and present[3] == layout.head_size)
 
 
 def _load(model_or_dir: Any, dtype: torch.dtype) -> tuple[torch.nn.Module, Path | None]:
