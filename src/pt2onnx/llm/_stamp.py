@@ -279,8 +279,10 @@ def stamp(model: ir.Model, p: Plan, prefix: str,
     graph.outputs.clear()
     graph.outputs.extend(fixed_out + [outputs[f"present.{i}.{kv}"]
                                       for i in range(p.num_layers) for kv in ("key", "value")])
-    if any(user_pos < anchor_pos for user_pos, anchor_pos in _positions(graph, tail, anchor)):
-        graph.sort()
+    if tail:  # the final norm must come after the last copy, where it usually is
+        order = {id(n): k for k, n in enumerate(graph)}
+        if any(order[id(user)] < order[id(new_nodes[-1])] for user, _, _, _ in tail):
+            graph.sort()
 
 
 def _check_template(nodes: list[list[ir.Node]], t: int, per: int, prefix: str,
@@ -378,15 +380,6 @@ def _check_rest(graph: ir.Graph, nodes: list[list[ir.Node]], layer_of: dict[int,
                 if match and int(match.group(1)) != i:
                     raise Unstampable(f"layer {i} returns {v.name}")
     return tail
-
-
-def _positions(graph: ir.Graph, tail: list[tuple[ir.Node, int, int, int]], anchor: ir.Node,
-               ) -> Iterator[tuple[int, int]]:
-    if not tail:
-        return
-    order = {id(n): k for k, n in enumerate(graph)}
-    for user, _, _, _ in tail:
-        yield order[id(user)], order[id(anchor)]
 
 
 def _same_attributes(a: ir.Node, b: ir.Node) -> bool:
