@@ -185,6 +185,7 @@ def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.
     from pt2onnx import passes
 
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    plan = None
     try:
         plan = _stamp.plan(model, text)
         if plan is None:
@@ -210,8 +211,9 @@ def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.
         return None, None
     except Exception as exc:  # the model's own error comes again from the full capture
         text_ = str(exc).strip().splitlines()
+        cut = plan.captured if plan is not None else "fewer"
         notes.append(f"the decoder layers were not stamped from one capture (the copy cut "
-                     f"to {plan.captured} layers did not export: {type(exc).__name__}: "
+                     f"to {cut} layers did not export: {type(exc).__name__}: "
                      f"{text_[0][:200] if text_ else ''}); the whole model was captured "
                      "instead.")
         return None, None

@@ -75,9 +75,9 @@ def quantize_model(model: ir.Model, block: int = BLOCK, accuracy_level: int = 0)
             job = _Job(_rows(b), block)
             blocks = -(-int(k) // block)
             made[name] = (
-                _lazy_initializer(graph, f"{name}.int4", lambda job=job: job()[0],
+                _lazy_initializer(graph, f"{name}.int4", job.packed,
                                   ir.DataType.UINT8, (int(n), blocks, block // 2)),
-                _lazy_initializer(graph, f"{name}.scales", lambda job=job: job()[1],
+                _lazy_initializer(graph, f"{name}.scales", job.scales,
                                   ir.DataType.FLOAT, (int(n), blocks)))
             done.append(name)
         packed_v, scales_v = made[name]
@@ -114,6 +114,12 @@ class _Job:
             self.result = (packed, scales.astype(np.float32))
         return self.result
 
+    def packed(self) -> np.ndarray:
+        return self()[0]
+
+    def scales(self) -> np.ndarray:
+        return self()[1]
+
 
 def _rows(b: ir.Value) -> Callable[[], torch.Tensor]:
     """The MatMul weight ``[K, N]`` as Linear's ``[N, K]``: the parameter itself where
@@ -123,7 +129,7 @@ def _rows(b: ir.Value) -> Callable[[], torch.Tensor]:
         return lambda: src.detach()
     rows = b.meta.get("pt2onnx.rows")
     if callable(rows):
-        return rows  # type: ignore[no-any-return]
+        return rows
     tensor = b.const_value
     assert tensor is not None
     return lambda: torch.from_numpy(np.ascontiguousarray(tensor.numpy())).t()
