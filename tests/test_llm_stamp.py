@@ -6,8 +6,10 @@ onnxruntime on a left-padded batch with a non-empty past (and with the eager mod
 where stamping must give up). The families: Llama, Qwen2, Mixtral (per-expert sizes
 computed once in layer 0 and read by the others), GPT-2, Gemma2 (sliding and global
 layers alternate: a period of 2) and two that must fall back to the full capture:
-GPT-2 scaling attention by 1 / (layer index + 1), which only the captured graphs show,
+GPT-2 scaling attention by 1 / (layer index + 1) (a per-layer ``scaling`` attribute)
 and Qwen2 whose first layers are full-attention and the rest sliding (no period).
+Layers alike in their modules but captured differently are refused by the node-by-node
+check (a tampered capture here).
 """
 
 from __future__ import annotations
@@ -101,6 +103,18 @@ def test_layers_without_a_repeating_pattern_are_not_stamped():
         model = _model("qwen2_window_layers", 6)
     with pytest.raises(_stamp.Unstampable, match="layer 2 differs from layer 1 in "
                                                   "config.layer_types"):
+        _stamp.plan(model, model.config)
+
+
+def test_hooks_and_foreign_cache_slots_are_not_stamped():
+    with torch.device("meta"):
+        model = _model("llama", 4)
+    handle = model.model.layers[3].mlp.register_forward_hook(lambda *args: None)
+    with pytest.raises(_stamp.Unstampable, match="layer 3 \\(mlp\\) has forward hooks"):
+        _stamp.plan(model, model.config)
+    handle.remove()
+    model.model.layers[3].self_attn.layer_idx = 1  # would read layer 1's past
+    with pytest.raises(_stamp.Unstampable, match="layer_idx = 1"):
         _stamp.plan(model, model.config)
 
 
@@ -199,3 +213,34 @@ def test_stamped_folder_generates_transformers_greedy_tokens_in_genai(name, laye
         ref = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                              max_new_tokens=new, min_new_tokens=new)
     assert [int(t) for t in gen.get_sequence(0)] == ref[0].tolist()
+
+
+@pytest.mark.models
+def test_node_check_refuses_a_layer_captured_differently():
+    """The template layer is compared node by node with the layer a period before it:
+    one attribute changed in layer 1's capture, and the stamp refuses; restored, it
+    stamps all four layers."""
+    import onnx_ir as ir
+
+    from pt2onnx.llm import _export
+
+    model = _model("llama", 4)
+    plan = _stamp.plan(model, model.config)
+    assert plan is not None and plan.captured == 2
+    with _stamp.reduced(model, model.config, plan):
+        _, prog = _export._capture_cut(model, model.config, "llama", plan, torch.float32,
+                                       None, [])
+    node = next(n for n in prog.model.graph if n.op_type == "Transpose"
+                and n.metadata_props.get("pt2onnx.module", "").startswith(
+                    "model.model.layers.1."))
+    perm = node.attributes["perm"]
+    node.attributes["perm"] = ir.AttrInt64s("perm", list(reversed(perm.as_ints())))
+    state = dict(model.named_parameters())
+    weight = lambda name: state[name.removeprefix("model.")]  # noqa: E731
+    with pytest.raises(_stamp.Unstampable, match="other attributes than layer 0"):
+        _stamp.stamp(prog.model, plan, "model.model.layers", weight)
+    node.attributes["perm"] = perm
+    _stamp.stamp(prog.model, plan, "model.model.layers", weight)
+    outputs = [v.name for v in prog.model.graph.outputs]
+    assert outputs == ["logits"] + [f"present.{i}.{kv}" for i in range(4)
+                                    for kv in ("key", "value")]

@@ -64,6 +64,16 @@ def plan(model: torch.nn.Module, config: Any) -> Plan | None:
     """
     path, layers = _layer_list(model, config)
     n = len(layers)
+    for i, layer in enumerate(layers):
+        for name, m in layer.named_modules():
+            if m._forward_hooks or m._forward_pre_hooks:
+                # A hook runs in the captured layers only; what it does is not compared.
+                raise Unstampable(f"layer {i} ({name or 'itself'}) has forward hooks")
+            for attr in _INDEX_ATTRS:
+                value = vars(m).get(attr)
+                if isinstance(value, int) and not isinstance(value, bool) and value != i:
+                    # Its cache slot (past_key_values.<layer_idx>) is another layer's.
+                    raise Unstampable(f"layer {i} ({name or 'itself'}) has {attr} = {value}")
     per_layer = tuple(k for k, v in vars(config).items()
                       if isinstance(v, (list, tuple)) and len(v) == n and not k.startswith("_"))
     sigs = [(_signature(layer), tuple(_freeze(getattr(config, k)[i]) for k in per_layer))
@@ -88,8 +98,14 @@ def _difference(a: tuple[Any, ...], b: tuple[Any, ...], per_layer: tuple[str, ..
             return f"config.{key} ({x!r} against {y!r})"
     (mods_a, tensors_a), (mods_b, tensors_b) = a[0], b[0]
     for x, y in zip(mods_a, mods_b):
-        if x != y:
+        if x[:3] != y[:3]:
             return f"module {x[0] or '(the layer)'} ({x[2]} against {y[2]})"
+        if x != y:
+            attrs_y = dict(y[3])
+            for key, value in x[3]:
+                if attrs_y.get(key, object()) != value:
+                    return (f"{x[0] + '.' if x[0] else ''}{key} ({value!r} against "
+                            f"{attrs_y.get(key)!r})")
     return "its modules or weights" if (mods_a, tensors_a) != (mods_b, tensors_b) else "?"
 
 
