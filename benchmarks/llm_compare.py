@@ -6,6 +6,9 @@ builder insists on), each precision (fp32, int4) and each exporter:
 
 - export time: the whole command in a fresh process (``python -m pt2onnx
   export-llm`` / ``python -m onnxruntime_genai.models.builder``), imports included;
+  with ``--export-repeats N`` the best of N interleaved runs of each (the machine's
+  load moves single runs); ``--no-stamp`` times export-llm capturing every decoder
+  layer (``PT2ONNX_LLM_STAMP=0``) instead of stamping them from one capture;
 - size: model.onnx plus its external data;
 - ms per token: onnxruntime-genai's own loop, greedy, a 32-token prompt then 64 new
   tokens; decode time is the median per-token time of the generate_next_token calls
@@ -15,7 +18,7 @@ Both folders generate from the same prompt; the script prints whether their toke
 agree (int4 differs between exporters only by the quantizer's rounding choices).
 
     python benchmarks/llm_compare.py [--models llama,qwen2] [--precisions fp32,int4]
-        [--repeats 3] [--small]
+        [--repeats 3] [--export-repeats 1] [--no-stamp] [--small]
 
 Needs onnxruntime-genai (the ``llm`` extra). A benchmark, not a test.
 """
@@ -110,6 +113,10 @@ def main() -> int:
     parser.add_argument("--models", default="llama,qwen2")
     parser.add_argument("--precisions", default="fp32,int4")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--export-repeats", type=int, default=1,
+                        help="time each export this many times (interleaved), keep the best")
+    parser.add_argument("--no-stamp", action="store_true",
+                        help="export-llm captures every layer (PT2ONNX_LLM_STAMP=0)")
     parser.add_argument("--small", action="store_true", help="a ~4M model, for a quick check")
     parser.add_argument("--keep", help="keep the folders under this path")
     parser.add_argument("--int4-level", type=int, default=4,
@@ -120,6 +127,8 @@ def main() -> int:
 
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep
                + os.environ.get("PYTHONPATH", ""))
+    if args.no_stamp:
+        env["PT2ONNX_LLM_STAMP"] = "0"
     work = Path(args.keep or tempfile.mkdtemp(prefix="llm-compare-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -142,7 +151,12 @@ def main() -> int:
                     # The builder's CPU default is accuracy_level 4 (int8 activations);
                     # export-llm's is 0 (exact). Compared at the builder's level here.
                     commands["pt2onnx"] += ["--int4-accuracy-level", str(args.int4_level)]
-                export_s = {k: _run(cmd, env) for k, cmd in commands.items()}
+                times: dict[str, list[float]] = {k: [] for k in commands}
+                for _ in range(max(1, args.export_repeats)):  # interleaved
+                    for k, cmd in commands.items():
+                        shutil.rmtree(outs[k], ignore_errors=True)
+                        times[k].append(_run(cmd, env))
+                export_s = {k: min(v) for k, v in times.items()}
                 models = {k: og.Model(str(v)) for k, v in outs.items()}
                 decode: dict[str, list[float]] = {k: [] for k in outs}
                 prefill: dict[str, list[float]] = {k: [] for k in outs}

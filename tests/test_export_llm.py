@@ -27,8 +27,11 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 NEW_TOKENS = 32
 PROMPT = [1, 5, 9, 20, 33, 7]
 T = dict(vocab_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-             max_position_embeddings=128)
+# Three layers: the families whose layers are all alike are captured with two and
+# stamped to three (see tests/test_llm_stamp.py), so genai runs a stamped graph here.
+LAYERS = 3
+SMALL = dict(hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=4,
+             intermediate_size=64, max_position_embeddings=128)
 
 # Tiny configs; the sliding-window families get a window (8) shorter than the 38
 # positions generated, so the window is exercised; Gemma2 soft-caps as it does by default.
@@ -44,17 +47,18 @@ FAMILIES = {
     "gemma": lambda: transformers.GemmaConfig(num_key_value_heads=1, head_dim=8, **SMALL, **T),
     "gemma2": lambda: transformers.Gemma2Config(num_key_value_heads=2, head_dim=8,
                                                 sliding_window=8, **SMALL, **T),
-    "gpt2": lambda: transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=128, **T),
+    "gpt2": lambda: transformers.GPT2Config(n_embd=32, n_layer=LAYERS, n_head=4, n_positions=128,
+                                            **T),
     "gpt_neox": lambda: transformers.GPTNeoXConfig(**SMALL, **T),
-    "opt": lambda: transformers.OPTConfig(hidden_size=32, num_hidden_layers=2,
+    "opt": lambda: transformers.OPTConfig(hidden_size=32, num_hidden_layers=LAYERS,
                                           num_attention_heads=4, ffn_dim=64,
                                           max_position_embeddings=128, word_embed_proj_dim=32,
                                           **T),
-    "bloom": lambda: transformers.BloomConfig(hidden_size=32, n_layer=2, n_head=4, **T),
-    "falcon": lambda: transformers.FalconConfig(hidden_size=32, num_hidden_layers=2,
+    "bloom": lambda: transformers.BloomConfig(hidden_size=32, n_layer=LAYERS, n_head=4, **T),
+    "falcon": lambda: transformers.FalconConfig(hidden_size=32, num_hidden_layers=LAYERS,
                                                 num_attention_heads=4,
                                                 max_position_embeddings=128, **T),
-    "gptj": lambda: transformers.GPTJConfig(n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
+    "gptj": lambda: transformers.GPTJConfig(n_embd=32, n_layer=LAYERS, n_head=4, rotary_dim=4,
                                             n_positions=128, **T),
     # Mixture-of-experts families (issue 18): 4 experts, top-2, routed per token.
     "mixtral": lambda: transformers.MixtralConfig(num_key_value_heads=2, num_local_experts=4,
@@ -157,7 +161,7 @@ def test_graph_io_contract_and_empty_past(tmp_path):
     assert dims["input_ids"] == ["batch_size", "sequence_length"]
     assert dims["attention_mask"] == ["batch_size", "total_sequence_length"]
     assert dims["position_ids"] == ["batch_size", "sequence_length"]
-    assert dims["past_key_values.1.value"] == ["batch_size", 2, "past_sequence_length", 8]
+    assert dims["past_key_values.2.value"] == ["batch_size", 2, "past_sequence_length", 8]
     assert dims["logits"] == ["batch_size", "sequence_length", 128]
     assert dims["present.0.key"] == ["batch_size", 2, "total_sequence_length", 8]
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -167,7 +171,7 @@ def test_graph_io_contract_and_empty_past(tmp_path):
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy(),
              "position_ids": pos.numpy()}
-    for i in range(2):
+    for i in range(LAYERS):
         for kv in ("key", "value"):
             feeds[f"past_key_values.{i}.{kv}"] = np.zeros((2, 2, 0, 8), np.float32)
     logits, *present = session.run(None, feeds)
@@ -183,15 +187,17 @@ def test_int4_matches_eager_with_the_dequantized_weights(tmp_path):
     """int4 is exact: genai's tokens equal transformers running the same dequantized
     Linear weights, and the first step's logits agree to float32 rounding."""
     _genai()
-    cfg = transformers.LlamaConfig(num_key_value_heads=2, hidden_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, intermediate_size=96,
+    cfg = transformers.LlamaConfig(num_key_value_heads=2, hidden_size=64,
+                                   num_hidden_layers=LAYERS, num_attention_heads=4,
+                                   intermediate_size=96,
                                    max_position_embeddings=128, **T)
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(cfg).eval()
     result = pt2onnx.export_llm(model, tmp_path / "onnx", precision="int4")
     linears = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
     # Per layer: q/k/v fused, o, gate/up fused, down; then the LM head.
-    assert len(result.quantized) == 4 * 2 + 1
+    assert result.captured_layers < LAYERS  # stamped: the third layer's weights too
+    assert len(result.quantized) == 4 * LAYERS + 1
     with torch.no_grad():
         for m in linears.values():
             m.weight.copy_(pt2onnx.llm.quantize_rtn(m.weight)[2])
@@ -200,14 +206,14 @@ def test_int4_matches_eager_with_the_dequantized_weights(tmp_path):
     import onnxruntime as ort
 
     proto = onnx.load(str(result.model_path), load_external_data=False)
-    assert sum(n.op_type == "MatMulNBits" for n in proto.graph.node) == 4 * 2 + 1
+    assert sum(n.op_type == "MatMulNBits" for n in proto.graph.node) == 4 * LAYERS + 1
     weights = {i.name for i in proto.graph.initializer}
     assert not [n for n in proto.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
     session = ort.InferenceSession(str(result.model_path), providers=["CPUExecutionProvider"])
     ids = torch.tensor([PROMPT])
     feeds = {"input_ids": ids.numpy(), "attention_mask": np.ones_like(ids.numpy()),
              "position_ids": np.arange(len(PROMPT))[None]}
-    for i in range(2):
+    for i in range(LAYERS):
         for kv in ("key", "value"):
             feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, 2, 0, 16), np.float32)
     with torch.no_grad():
@@ -245,7 +251,7 @@ def test_fp16_runs_in_onnxruntime_close_to_eager_half(tmp_path):
     ids = torch.tensor([PROMPT])
     feeds = {"input_ids": ids.numpy(), "attention_mask": np.ones_like(ids.numpy()),
              "position_ids": np.arange(len(PROMPT))[None]}
-    for i in range(2):
+    for i in range(LAYERS):
         for kv in ("key", "value"):
             feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, 2, 0, 8), np.float16)
     logits = session.run(None, feeds)[0]

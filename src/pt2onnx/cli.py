@@ -55,6 +55,11 @@ def _cmd_export_llm(args: argparse.Namespace) -> int:
     with io.progress(quiet=args.quiet):
         result = export_llm(folder, Path(args.output), precision=args.precision,
                             opset=args.opset, int4_accuracy_level=args.int4_accuracy_level)
+    # The process ends next: its last cyclic collection would scan every object the
+    # model, torch.export and the graph made (about a second), only to free them at exit.
+    import gc
+
+    gc.freeze()
     lay = result.layout
     print(f"wrote {result.out_dir}: {result.model_path.name} ({lay.model_type}, "
           f"{lay.num_layers} layers, {args.precision}), genai_config.json (type "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import os
 import time
 import warnings
@@ -13,7 +15,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import InvalidInputError
-from pt2onnx.llm import _families, _fuse, _genai, _quant, _wrapper
+from pt2onnx.llm import _families, _fuse, _genai, _quant, _stamp, _wrapper
 from pt2onnx.llm._families import Layout
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "int4": torch.float32}
@@ -34,6 +36,7 @@ class LLMExport:
     quantized: list[str] = field(default_factory=list)  # weights int4 replaced
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    captured_layers: int = 0  # the layers torch.export captured; fewer when stamped
 
     def __repr__(self) -> str:
         return (f"LLMExport({self.layout.model_type} -> {self.out_dir}, {self.precision}, "
@@ -51,6 +54,7 @@ def export_llm(
     int4_block_size: int = _quant.BLOCK,
     int4_accuracy_level: int = 0,
     fuse_projections: bool = True,
+    stamp: bool | None = None,
 ) -> LLMExport:
     """Exports a transformers decoder for generation in onnxruntime-genai.
 
@@ -71,34 +75,54 @@ def export_llm(
         fuse_projections: one MatMul (then a Split) for the projections that read
             the same activations (q/k/v, gate/up): one matrix-vector product per
             decode step instead of several.
+        stamp: capture the decoder layers once per kind (one period of the layer
+            pattern, twice) and copy that graph for every layer, instead of
+            capturing every layer; the graph is the same. Default: on, unless the
+            environment variable ``PT2ONNX_LLM_STAMP`` is ``0``. When the layers
+            differ in structure the whole model is captured, with a note in
+            ``LLMExport.warnings``.
 
     The graph takes ``input_ids``, ``attention_mask``, ``position_ids`` (where the
     family uses them) and ``past_key_values.{i}.key/.value``, and returns ``logits``
     and ``present.{i}.key/.value``, with the dims ``batch_size``,
     ``sequence_length``, ``past_sequence_length`` and ``total_sequence_length``.
     """
-    import pt2onnx
-
     start = time.perf_counter()
     if precision not in PRECISIONS:
         raise InvalidInputError(
             f"precision {precision!r} is not one export-llm writes. Next step: pass one of "
             f"{', '.join(PRECISIONS)}.")
-    dtype = PRECISIONS[precision]
+    if stamp is None:
+        stamp = os.environ.get(_stamp.ENV, "1") != "0"
+    # As in pt2onnx.export: the export makes many objects that live until it ends, and
+    # the cyclic GC would rescan all of them again and again.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _export_llm(model_or_dir, Path(out_dir), PRECISIONS[precision], precision,
+                           opset, tokenizer, int4_block_size, int4_accuracy_level,
+                           fuse_projections, stamp, start)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str,
+                opset: int | None, tokenizer: Any, int4_block_size: int,
+                int4_accuracy_level: int, fuse_projections: bool, stamp: bool,
+                start: float) -> LLMExport:
     model, folder = _load(model_or_dir, dtype)
     config = model.config
     model_type = _families.check_family(config)
-    layout = _wrapper.probe(model, config, model_type)
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    wrapper = _wrapper.wrap(model, layout)
-    in_names, out_names = _wrapper.names(layout)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        prog = pt2onnx.export(
-            wrapper, _wrapper.example(layout, dtype), None, input_names=in_names,
-            output_names=out_names, dynamic_shapes=_wrapper.dynamic_shapes(layout), opset=opset)
-    notes = [str(w.message) for w in caught]
+    notes: list[str] = []
+    prog = layout = None
+    if stamp:
+        prog, layout = _stamped(model, config, model_type, dtype, opset, notes)
+    if prog is None or layout is None:
+        layout = _wrapper.probe(model, config, model_type)
+        prog = _capture(model, layout, dtype, opset, notes)
+    in_names, _ = _wrapper.names(layout)
     if not layout.known:
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
                      "was exported as onnxruntime-genai's generic 'decoder' type.")
@@ -116,8 +140,120 @@ def export_llm(
     cfg = _genai.config_dict(layout, config, generation, MODEL_FILE, in_names)
     _genai.write_config(out, cfg)
     copied = _genai.copy_tokenizer(tokenizer if tokenizer is not None else folder, out)
+    captured = getattr(prog, "_stamped_from", layout.num_layers)
     return LLMExport(out, path, cfg, layout, precision, prog, copied, quantized, notes,
-                     time.perf_counter() - start)
+                     time.perf_counter() - start, captured)
+
+
+def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: int | None,
+             notes: list[str], optimize: bool = True) -> Any:
+    """pt2onnx.export of the model wrapped for genai's I/O."""
+    import pt2onnx
+
+    wrapper = _wrapper.wrap(model, layout)
+    in_names, out_names = _wrapper.names(layout)
+    with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache():
+        warnings.simplefilter("always")
+        prog = pt2onnx.export(
+            wrapper, _wrapper.example(layout, dtype), None, input_names=in_names,
+            output_names=out_names, dynamic_shapes=_wrapper.dynamic_shapes(layout), opset=opset,
+            optimize=optimize)
+    notes.extend(str(w.message) for w in caught)
+    return prog
+
+
+def _no_fake_tensor_cache() -> Any:
+    """torch.export's fake-tensor dispatch cache, off: with a decoder's symbolic dims,
+    checking and filling it costs more than the ops it saves (1.9 s against 2.9 s for
+    a two-layer Llama's capture, measured with torch 2.13). Only a cache: the program
+    is the same."""
+    import contextlib
+
+    try:
+        import torch._dynamo.config as dynamo_config
+    except ImportError:  # pragma: no cover - torch without dynamo
+        return contextlib.nullcontext()
+    if not hasattr(dynamo_config, "fake_tensor_cache_enabled"):
+        return contextlib.nullcontext()
+    return dynamo_config.patch(fake_tensor_cache_enabled=False)
+
+
+def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.dtype,
+             opset: int | None, notes: list[str]) -> tuple[Any, Layout | None]:
+    """The export of a copy cut to a few layers, grown to every layer (see _stamp);
+    (None, None) when the whole model is to be captured."""
+    from pt2onnx import passes
+
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    plan = None
+    try:
+        plan = _stamp.plan(model, text)
+        if plan is None:
+            return None, None
+        caught: list[str] = []
+        with _stamp.reduced(model, text, plan):
+            captured, prog = _capture_cut(model, config, model_type, plan, dtype, opset,
+                                          caught)
+        layout = dataclasses.replace(captured, num_layers=plan.num_layers)
+        full = _wrapper.wrap(model, layout)
+        state = {**dict(full.named_parameters(remove_duplicate=False)),
+                 **dict(full.named_buffers(remove_duplicate=False))}
+
+        def weight(name: str) -> torch.Tensor:
+            if name not in state:
+                raise _stamp.Unstampable(f"the model has no tensor {name}")
+            return state[name]
+
+        _stamp.stamp(prog.model, plan, "model." + plan.list_path, weight)
+    except _stamp.Unstampable as exc:
+        notes.append(f"the decoder layers were not stamped from one capture ({exc}); the "
+                     "whole model was captured instead.")
+        return None, None
+    except Exception as exc:  # the model's own error comes again from the full capture
+        text_ = str(exc).strip().splitlines()
+        cut = plan.captured if plan is not None else "fewer"
+        notes.append(f"the decoder layers were not stamped from one capture (the copy cut "
+                     f"to {cut} layers did not export: {type(exc).__name__}: "
+                     f"{text_[0][:200] if text_ else ''}); the whole model was captured "
+                     "instead.")
+        return None, None
+    notes.extend(caught)
+    prog.model = passes.optimize(prog.model)
+    # run()/verify() compare with the whole model; the FX program is the cut copy's.
+    prog._module = prog._call_model = full
+    prog._example = (_wrapper.example(layout, dtype), {})
+    prog._program, prog._fx_values = None, {}
+    prog._stamped_from = plan.captured
+    return prog, layout
+
+
+def _capture_cut(model: torch.nn.Module, config: Any, model_type: str, plan: _stamp.Plan,
+                 dtype: torch.dtype, opset: int | None, notes: list[str],
+                 ) -> tuple[Layout, Any]:
+    """The capture of the cut copy. Its layout is read from the config where the family
+    states it (checked against the graph's presents and logits), which saves the probe
+    run; otherwise, or if the graph disagrees, the probe's."""
+    guess = _wrapper.layout_from_config(model, config, model_type, plan.captured)
+    if guess is not None:
+        caught: list[str] = []
+        try:
+            prog = _capture(model, guess, dtype, opset, caught, optimize=False)
+        except Exception:
+            prog = None
+        if prog is not None and _agrees(prog.model, guess):
+            notes.extend(caught)
+            return guess, prog
+    layout = _wrapper.probe(model, config, model_type)
+    return layout, _capture(model, layout, dtype, opset, notes, optimize=False)
+
+
+def _agrees(model: ir.Model, layout: Layout) -> bool:
+    outputs = {v.name: v.shape for v in model.graph.outputs}
+    logits, present = outputs.get("logits"), outputs.get("present.0.key")
+    if logits is None or present is None or len(logits) != 3 or len(present) != 4:
+        return False
+    return (logits[2] == layout.vocab_size and present[1] == layout.num_kv_heads
+            and present[3] == layout.head_size)
 
 
 def _load(model_or_dir: Any, dtype: torch.dtype) -> tuple[torch.nn.Module, Path | None]:

@@ -7,8 +7,11 @@ runs one matrix-vector product instead of three.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx_ir as ir
+import torch
 
 
 def fuse_shared_input_matmuls(model: ir.Model) -> int:
@@ -43,11 +46,14 @@ def fuse_shared_input_matmuls(model: ir.Model) -> int:
         # Insert after the last of them, where every consumer order still holds:
         # all read the same A, and the fused node replaces each at the first's place.
         first = nodes[0]
-        joined = np.concatenate(
-            [np.asarray(w.const_value.numpy()) for w in weights], axis=1)  # type: ignore[union-attr]
         name = f"{weights[0].name or 'w'}.fused{len(nodes)}"
-        value = ir.Value(name=name, const_value=ir.tensor(joined, name=name))
-        value.dtype, value.shape = dtype, ir.Shape(joined.shape)
+        shape = ir.Shape([shapes[0][0], sum(int(s[1]) for s in shapes)])
+        # Joined when saved (in the writer's thread), from the parameters themselves.
+        value = ir.Value(name=name, const_value=ir.LazyTensor(
+            _joiner([_source(w) for w in weights], name), dtype=dtype, shape=shape, name=name))
+        value.dtype, value.shape = dtype, shape
+        # Linear's [N, K] layout of the same weight, for the int4 quantizer.
+        value.meta["pt2onnx.rows"] = _joiner_rows([_source(w) for w in weights])
         graph.register_initializer(value)
         a = first.inputs[0]
         matmul = ir.node("MatMul", [a, value], name=f"{first.name or name}_fused")
@@ -70,3 +76,25 @@ def fuse_shared_input_matmuls(model: ir.Model) -> int:
                 del graph.initializers[w.name]
         fused += 1
     return fused
+
+
+def _source(w: ir.Value) -> Callable[[], torch.Tensor]:
+    """The ``[K, N]`` weight as a torch tensor, without copying it where it can be a view."""
+    src = w.meta.get("pt2onnx.transpose_src")
+    if isinstance(src, torch.Tensor):  # a lazily transposed parameter
+        return lambda: src.detach().t()
+    raw = getattr(w.const_value, "raw", None)
+    if isinstance(raw, torch.Tensor):
+        return lambda: raw.detach()
+    tensor = w.const_value
+    assert tensor is not None
+    return lambda: torch.from_numpy(np.asarray(tensor.numpy()))
+
+
+def _joiner(parts: list[Callable[[], torch.Tensor]], name: str) -> Callable[[], ir.TensorProtocol]:
+    return lambda: ir.tensor_adapters.TorchTensor(
+        torch.cat([part() for part in parts], dim=1), name=name)
+
+
+def _joiner_rows(parts: list[Callable[[], torch.Tensor]]) -> Callable[[], torch.Tensor]:
+    return lambda: torch.cat([part().t() for part in parts], dim=0)

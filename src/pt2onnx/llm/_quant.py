@@ -9,6 +9,8 @@ default zero point of 8.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx_ir as ir
 import torch
@@ -33,13 +35,15 @@ def quantize_rtn(weight: torch.Tensor, block: int = BLOCK, dequantize: bool = Tr
         padded = torch.zeros(n, blocks * block, dtype=torch.float32)
         padded[:, :k] = w
         w = padded
-    grouped = w.reshape(n, blocks, block)
+    grouped = w.contiguous().reshape(n, blocks, block)
     high, low = grouped.amax(dim=-1, keepdim=True), grouped.amin(dim=-1, keepdim=True)
     # The largest-magnitude weight, with its sign (the larger one on a tie).
     scale = torch.where(high >= -low, high, low) / -8.0
     # An all-zero block: any scale works; 1 keeps the division finite.
     safe = torch.where(scale == 0, torch.ones_like(scale), scale)
-    q = (torch.round(grouped / safe).clamp_(-8, 7) + 8).to(torch.uint8)
+    steps = grouped / safe  # then in place: one temporary for the whole weight
+    q = steps.round_().clamp_(-8, 7).add_(8).to(torch.uint8)
+    del steps
     packed = (q[..., 0::2] | (q[..., 1::2] << 4)).numpy()
     dequant = None
     if dequantize:
@@ -67,10 +71,14 @@ def quantize_model(model: ir.Model, block: int = BLOCK, accuracy_level: int = 0)
             continue
         name = b.name or f"w{len(done)}"
         if name not in made:
-            w = torch.from_numpy(np.ascontiguousarray(b.const_value.numpy()).T.copy())
-            packed, scales, _ = quantize_rtn(w, block, dequantize=False)
-            made[name] = (_initializer(graph, f"{name}.int4", packed),
-                          _initializer(graph, f"{name}.scales", scales.astype(np.float32)))
+            # Quantized when saved (in the writer's thread), from the [N, K] rows.
+            job = _Job(_rows(b), block)
+            blocks = -(-int(k) // block)
+            made[name] = (
+                _lazy_initializer(graph, f"{name}.int4", job.packed,
+                                  ir.DataType.UINT8, (int(n), blocks, block // 2)),
+                _lazy_initializer(graph, f"{name}.scales", job.scales,
+                                  ir.DataType.FLOAT, (int(n), blocks)))
             done.append(name)
         packed_v, scales_v = made[name]
         new = ir.node("MatMulNBits", [a, packed_v, scales_v],
@@ -93,14 +101,50 @@ def quantize_model(model: ir.Model, block: int = BLOCK, accuracy_level: int = 0)
     return done
 
 
+class _Job:
+    """One weight's quantization, run once for its two initializers (packed, scales)."""
+
+    def __init__(self, rows: Callable[[], torch.Tensor], block: int) -> None:
+        self.rows, self.block = rows, block
+        self.result: tuple[np.ndarray, np.ndarray] | None = None
+
+    def __call__(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.result is None:
+            packed, scales, _ = quantize_rtn(self.rows(), self.block, dequantize=False)
+            self.result = (packed, scales.astype(np.float32))
+        return self.result
+
+    def packed(self) -> np.ndarray:
+        return self()[0]
+
+    def scales(self) -> np.ndarray:
+        return self()[1]
+
+
+def _rows(b: ir.Value) -> Callable[[], torch.Tensor]:
+    """The MatMul weight ``[K, N]`` as Linear's ``[N, K]``: the parameter itself where
+    the graph holds its lazy transpose, the parameters joined where _fuse joined them."""
+    src = b.meta.get("pt2onnx.transpose_src")
+    if isinstance(src, torch.Tensor):
+        return lambda: src.detach()
+    rows = b.meta.get("pt2onnx.rows")
+    if callable(rows):
+        return rows
+    tensor = b.const_value
+    assert tensor is not None
+    return lambda: torch.from_numpy(np.ascontiguousarray(tensor.numpy())).t()
+
+
+def _lazy_initializer(graph: ir.Graph, name: str, make: Callable[[], np.ndarray],
+                      dtype: ir.DataType, shape: tuple[int, ...]) -> ir.Value:
+    lazy = ir.LazyTensor(lambda: ir.tensor(make(), name=name), dtype=dtype,
+                         shape=ir.Shape(shape), name=name)
+    value = ir.Value(name=name, const_value=lazy)
+    value.dtype, value.shape = dtype, ir.Shape(shape)
+    graph.register_initializer(value)
+    return value
+
+
 def _only_matmuls(value: ir.Value) -> bool:
     return all(user.op_type == "MatMul" and not user.domain and idx == 1
                for user, idx in value.uses())
-
-
-def _initializer(graph: ir.Graph, name: str, array: np.ndarray) -> ir.Value:
-    value = ir.Value(name=name, const_value=ir.tensor(array, name=name))
-    value.dtype = value.const_value.dtype  # type: ignore[union-attr]
-    value.shape = ir.Shape(array.shape)
-    graph.register_initializer(value)
-    return value

@@ -109,6 +109,32 @@ def probe(model: torch.nn.Module, config: Any, model_type: str) -> Layout:
         uses_position_ids=uses_position_ids, known=model_type in _families.GENAI_TYPES)
 
 
+def layout_from_config(model: torch.nn.Module, config: Any, model_type: str,
+                       num_layers: int) -> Layout | None:
+    """The layout the probe would find, read from the config of a family whose config
+    states its key/value heads and head size plainly; None for the others. The caller
+    checks it against the captured graph (a wrong guess fails there, or shows)."""
+    if model_type not in _families.GENAI_TYPES or model_type == "falcon":
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = _families.text_attr(text, "num_attention_heads", "n_head", "num_heads")
+    hidden = _families.text_attr(text, "hidden_size", "n_embd", "d_model")
+    vocab = _families.text_attr(text, "vocab_size")
+    if not all(isinstance(x, int) for x in (heads, hidden, vocab)):
+        return None
+    kv_heads = _families.text_attr(text, "num_key_value_heads", default=heads)
+    head_size = _families.text_attr(text, "head_dim", default=hidden // heads)
+    if not isinstance(kv_heads, int) or not isinstance(head_size, int):
+        return None
+    return Layout(
+        model_type=model_type, genai_type=_families.GENAI_TYPES[model_type],
+        num_layers=num_layers, num_kv_heads=kv_heads, head_size=head_size,
+        num_attention_heads=heads, hidden_size=hidden, vocab_size=vocab,
+        context_length=_families.context_length(text),
+        uses_position_ids="position_ids" in inspect.signature(model.forward).parameters,
+        known=True)
+
+
 def names(layout: Layout) -> tuple[list[str], list[str]]:
     """The genai input and output names, in the wrapper's order."""
     inputs = ["input_ids", "attention_mask"] + (["position_ids"] if layout.uses_position_ids
