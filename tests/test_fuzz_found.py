@@ -215,3 +215,29 @@ def test_half_transposed_matmul_does_not_crash_onnxruntime(dtype: torch.dtype,
                          timeout=120)
     assert run.returncode == 0, f"onnxruntime failed to load it (rc {run.returncode})"
     assert prog.verify().ok
+
+
+class _CumulativeOfEmpty(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> object:
+        return (torch.logcumsumexp(x, 1), torch.cumprod(x, 1), torch.cummax(x, 1).values,
+                torch.cummin(x, 1).indices)
+
+
+def test_cumulative_ops_of_an_empty_tensor_with_a_dynamic_dim(tmp_path: Path) -> None:
+    # onnxruntime died (SIGFPE) scanning a state with a 0 dim (seed 100, program 5874).
+    # Checked in a child process: a crash fails the test instead of killing the run.
+    import subprocess
+    import sys
+
+    code = f"""
+import sys, torch
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_fuzz_found import _CumulativeOfEmpty
+import pt2onnx
+prog = pt2onnx.export(_CumulativeOfEmpty(), (torch.randn(0, 3, 6),),
+                      dynamic_shapes=({{2: torch.export.Dim("b", min=2)}},))
+assert prog.verify(torch.randn(0, 3, 6)).ok and prog.verify(torch.randn(0, 3, 9)).ok
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, f"rc {run.returncode}: {run.stderr[-2000:]}"

@@ -31,7 +31,9 @@ def _running(g: RuleContext, x: ir.Value, axis: int, init: list[ir.Value],
              step: Step) -> tuple[ir.Value, ...]:
     """Scans ``x`` along ``axis``; returns the stacked states of every step."""
     assert x.dtype is not None and x.shape is not None
-    if x.shape[axis] == 0:  # onnxruntime's Scan rejects a zero-length scan axis
+    if any(isinstance(d, int) and d == 0 for d in x.shape):
+        # An empty result. onnxruntime's Scan rejects a zero-length scan axis, and
+        # dies (SIGFPE) scanning a state with a 0 dim (found by the fuzzer).
         return tuple(g.op.Cast(x, to=v.dtype) for v in init)
     n = g.op.Squeeze(g.op.Shape(x, start=axis, end=axis + 1), g.const([0]))
     steps = g.op.Range(g.const(0), n, g.const(1))
