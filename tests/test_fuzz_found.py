@@ -241,3 +241,16 @@ assert prog.verify(torch.randn(0, 3, 6)).ok and prog.verify(torch.randn(0, 3, 9)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, f"rc {run.returncode}: {run.stderr[-2000:]}"
+
+
+class _Roll(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> object:
+        return (torch.roll(x, 1, 0), torch.roll(x, -1, 0), torch.roll(x, 7, 0),
+                torch.roll(x, -9, 1), torch.roll(x > 0, 1, 0))
+
+
+def test_roll_along_a_dynamic_dim(tmp_path: Path) -> None:
+    # Rolling by 1 along a dynamic dim was the identity: onnxruntime's DivMulFusion
+    # turned the integer trunc(1 / n) * n into 1 (seed 100, program 12778).
+    export_dynamic_and_verify(_Roll(), (torch.randn(5, 4),), tmp_path, {"x": {0: "b"}},
+                              input_names=["x"])

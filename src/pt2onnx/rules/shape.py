@@ -244,12 +244,11 @@ def _roll_axis(g: RuleContext, x: ir.Value, shift: int, dim: int,
             return x
         k = g.const([size - shift % size])
     else:
-        # int64 Mod has no onnxruntime kernel for every case; floor-divide in int64 instead.
+        # shift mod n in [0, n) with Mod (fmod=0 takes the divisor's sign, as Python).
+        # Not s - trunc(s / n) * n: onnxruntime's DivMulFusion rewrites Div(1, n) * n
+        # to 1 also in integers, which made roll by 1 an identity (found by the fuzzer).
         n = g.op.Max(g.op.Shape(x, start=dim, end=dim + 1), g.const([1]))  # no division by 0
-        s = g.const([shift])
-        wrapped = g.op.Sub(s, g.op.Mul(g.op.Div(s, n), n))  # s - trunc(s/n)*n, in (-n, n)
-        k = g.op.Sub(n, g.op.Add(wrapped, g.op.Mul(g.op.Cast(g.op.Less(wrapped, g.const([0])),
-                                                               to=ir.DataType.INT64), n)))
+        k = g.op.Sub(n, g.op.Mod(g.const([shift]), n, fmod=0))
     head = g.op.Slice(x, k, g.const([INT64_MAX]), g.const([dim]))
     tail = g.op.Slice(x, g.const([0]), k, g.const([dim]))
     return g.op.Concat(head, tail, axis=dim)
