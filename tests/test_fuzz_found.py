@@ -254,3 +254,18 @@ def test_roll_along_a_dynamic_dim(tmp_path: Path) -> None:
     # turned the integer trunc(1 / n) * n into 1 (seed 100, program 12778).
     export_dynamic_and_verify(_Roll(), (torch.randn(5, 4),), tmp_path, {"x": {0: "b"}},
                               input_names=["x"])
+
+
+class _EmptyDiagonals(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> object:
+        return (torch.diagonal(x, 0, 1, 2), torch.diagonal(x, 1, 2, 1),
+                torch.diagonal(x, -2, 1, 2), torch.diagonal(x, 0, 0, 1))
+
+
+def test_diagonal_of_an_empty_plane(tmp_path: Path) -> None:
+    # The static path's Reshape to (rest..., n * m) read n * m = 0 as "copy the dim":
+    # onnxruntime refused it (seed 100, program 8703).
+    x = torch.randn(5, 3, 0)
+    export_dynamic_and_verify(_EmptyDiagonals(), (x,), tmp_path, {"x": {0: "b"}},
+                              input_names=["x"])
+    export_and_verify(_EmptyDiagonals(), (torch.randn(2, 0, 4),), tmp_path, name="static")

@@ -299,7 +299,8 @@ def diagonal(g: RuleContext, x: ir.Value, offset: int = 0, dim1: int = 0,
     n, m = x.shape[d1], x.shape[d2]  # type: ignore[index]
     rest = [d for d in range(r) if d not in (d1, d2)]
     moved = permute(g, x, [*rest, d1, d2])
-    if not (isinstance(n, int) and isinstance(m, int)):
+    if not (isinstance(n, int) and isinstance(m, int)) or n * m == 0:
+        # (an empty plane too: a literal 0 in the static Reshape below would copy a dim)
         return _diagonal_dynamic(g, moved, len(rest), int(offset))
     flat = g.op.Reshape(moved, g.const([0] * len(rest) + [n * m]))
     if offset >= 0:
