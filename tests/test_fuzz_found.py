@@ -125,6 +125,15 @@ def test_linear_with_no_input_features(shape: tuple[int, ...], tmp_path: Path) -
     export_and_verify(lin, (torch.randn(shape),), tmp_path)
 
 
+def test_linear_with_no_input_features_and_a_dynamic_batch(tmp_path: Path) -> None:
+    # The output shape was computed from a Transpose whose rank the builder did not know
+    # (a TranslationError; seed 100, program 359 of the guard-free generator).
+    lin = torch.nn.Linear(0, 4)
+    torch.nn.init.normal_(lin.bias)
+    export_dynamic_and_verify(lin, (torch.randn(5, 3, 0),), tmp_path, {"x": {0: "b"}},
+                              input_names=["x"])
+
+
 class _Unflatten(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> object:
         return x.unflatten(1, (1, -1)), x.unflatten(0, (-1, 1))

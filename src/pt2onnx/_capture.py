@@ -287,7 +287,7 @@ def _capture_module(
                 # The dynamic_shapes spec is wrong; strict mode would say the same.
                 raise CaptureError(_spec_error_message(exc)) from None
             continue
-        notes = [f"dynamic shapes refined: {n}" for n in refined.notes]
+        notes = [f"dynamic shapes refined: {n}" for n in refined.notes] + refined.assumed
         return CaptureResult(
             refined.program, f"torch.export(strict={strict})", errors, warnings=notes,
             dynamic_shapes=refined.dynamic_shapes, example=refined.example,

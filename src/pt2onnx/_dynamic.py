@@ -344,6 +344,7 @@ class Refined:
     example: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})  # the inputs it was captured on
     notes: list[str] = field(default_factory=list)  # one per applied fix
     fixed: list[str] = field(default_factory=list)  # Dim.AUTO axes the model fixed, and why
+    assumed: list[str] = field(default_factory=list)  # guards checked here, not by torch
 
 
 _FIX = re.compile(r"^\s+(\w+) = (.+?)\s*$")
@@ -407,6 +408,7 @@ def _export_refined(
             first: BaseException = exc
     fixes = suggested_fixes(str(first))
     real = {name for name, fix in fixes}  # what the size-oblivious capture itself fixes
+    text = str(first)
     if not fixes:
         # A size-oblivious capture states a bound only as a failed guard; an ordinary
         # capture turns the same guards into suggested fixes.
@@ -417,9 +419,14 @@ def _export_refined(
             except Exception as exc:
                 if not is_constraint_violation(exc):
                     raise first from None
-                fixes = suggested_fixes(str(exc))
+                fixes, text = suggested_fixes(str(exc)), str(exc)
     if not fixes:
         raise first
+    from pt2onnx._guards_hold import export_if_guards_hold
+
+    held = export_if_guards_hold(module, args, kwargs, spec, strict, text, declared, log, mode)
+    if held is not None:
+        return held
     by_name: dict[str, list[DeclaredAxis]] = {}
     for a in declared:
         by_name.setdefault(a.name or "", []).append(a)

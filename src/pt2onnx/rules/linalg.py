@@ -17,7 +17,13 @@ from pt2onnx.rules._common import aten, rank
 def linear(g: RuleContext, x: ir.Value, weight: ir.Value, bias: ir.Value | None = None) -> ir.Value:
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
     if x.shape is not None and len(x.shape) and x.shape[-1] == 0 and rank(weight) == 2:
-        out = product(g, x, g.op.Transpose(weight, perm=[1, 0]))
+        # No input features: a sum over nothing, zeros of (x's batch dims, out_features)
+        # (onnxruntime's Gemm rewrite refuses the 0).
+        static = g.static_shape()
+        shape = g.const(list(static)) if static is not None else g.op.Concat(
+            g.op.Slice(g.op.Shape(x), g.const([0]), g.const([-1])),
+            g.op.Slice(g.op.Shape(weight), g.const([0]), g.const([1])), axis=0)
+        out = g.op.Expand(g.const(0, value_dtype(x) or g.dtype), shape)
         return g.op.Add(out, bias) if bias is not None else out
     if rank(x) == 2 and rank(weight) == 2:
         return g.op.Gemm(x, weight, bias, transB=1)

@@ -2,7 +2,10 @@
 
 Every statement is evaluated on meta tensors as it is drawn, at the dynamic dim's
 minimum, its example size and its second size; a statement that torch refuses, or whose
-output shape is not affine in ``B``, is not kept. Shapes, dtypes and aliasing (which
+output shape is not affine in ``B``, is not kept. A program with a dynamic dim also
+evaluates each statement on fake tensors whose dim is a symbol ranging over
+``[B_MIN, B_MAX]``, as torch.export will: a statement that adds a guard false somewhere in
+that range (it fixes ``B`` or narrows its range) is not kept either. Shapes, dtypes and aliasing (which
 values are views of which, which may be written in place) are tracked per value.
 """
 
@@ -17,7 +20,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pt2onnx.testing.fuzz.program import B_MIN, Dim, Leaf, Program, Shape, Stmt, at, load
+from pt2onnx import _compat
+from pt2onnx.testing.fuzz.program import B_MAX, B_MIN, Dim, Leaf, Program, Shape, Stmt, at, load
 
 FLOATS = (torch.float32, torch.float16)
 INTS = (torch.int64, torch.int32)
@@ -63,6 +67,7 @@ class Builder:
         self.stmts: list[Stmt] = []
         self.vars: dict[str, Var] = {}
         self.envs = [self._env() for _ in self.points]
+        self.symbolic = _Symbolic(self.b[0]) if self.b else None
         self.n = 0
         self.target = rng.randint(3, max_ops)
 
@@ -131,6 +136,11 @@ class Builder:
         shape = self._affine(shapes) if out is not None else ()
         if shape is None:
             return None
+        stmt = Stmt(code, out, tuple(uses) + tuple(x.name for x in leaves), label,
+                    view_of is not None)
+        if self.symbolic is not None and not self.symbolic.keeps_range(code, leaves) and (
+                not self._export_keeps_range(stmt, leaves)):
+            return None
         # Commit: the new leaves, the statement, and its output on every env.
         for leaf in leaves:
             self.leaves.append(leaf)
@@ -140,8 +150,9 @@ class Builder:
             for leaf in leaves:
                 target = vars(env["self"]) if leaf.name[0] in "pb" else env
                 target[leaf.name] = self._meta(leaf, b)
-        self.stmts.append(Stmt(code, out, tuple(uses) + tuple(x.name for x in leaves), label,
-                               view_of is not None))
+        self.stmts.append(stmt)
+        if self.symbolic is not None:
+            self.symbolic.commit(code, leaves)
         if out is None:
             return None
         # Re-run on the real envs so that later statements see this value.
@@ -159,6 +170,32 @@ class Builder:
             var = Var(out, shape, dtype, out, writable, half)
         self.vars[out] = var
         return var
+
+    def _export_keeps_range(self, stmt: Stmt, leaves: Sequence[Leaf]) -> bool:
+        """torch.export's word on a statement the fake-tensor check refused: the bare
+        fake-tensor run takes torch's C++ paths, which guard (or fail on a symbolic size)
+        where export's traced decompositions do not. Whether the program so far plus
+        the statement exports, size-obliviously as pt2onnx captures, without a
+        constraint violation (B fixed or its range narrowed)."""
+        import warnings
+
+        from pt2onnx._dynamic import is_constraint_violation
+
+        outs = [stmt.out] if stmt.out else [stmt.uses[0]]
+        trial = Program(self.seed, [*self.leaves, *leaves], [*self.stmts, stmt], outs, self.b)
+        assert self.b is not None
+        try:
+            ns = load(trial.source())
+            torch.manual_seed(0)
+            module = ns["Program"]().eval()
+            args = ns["make_inputs"](self.b[0])
+            with warnings.catch_warnings(), _compat.size_oblivious():
+                warnings.simplefilter("ignore")
+                torch.export.export(module, args, dynamic_shapes=ns["dynamic_shapes"](),
+                                    strict=False)
+        except Exception as e:
+            return not is_constraint_violation(e)
+        return True
 
     def _affine(self, shapes: list[tuple[int, ...]]) -> Shape | None:
         if len({len(s) for s in shapes}) != 1:
@@ -249,6 +286,91 @@ class Builder:
             last = self.stmts[-1].uses[0]
         picked = self.rng.sample(outs, min(len(outs), 3)) if outs else []
         return sorted(set(picked) | {last}, key=lambda n: int(n[1:]))
+
+
+class _Symbolic:
+    """The statements so far on fake tensors whose dynamic dim is one symbol with the
+    range torch.export is given, to find the statements that guard on it."""
+
+    def __init__(self, example: int) -> None:
+        self.example = example
+        self.history: list[tuple[str, Sequence[Leaf]]] = []
+        self.verdicts: dict[Any, bool] = {}
+        self.lost = False
+        self._reset()
+
+    def _reset(self) -> None:
+        from torch._dynamo.source import ConstantSource
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        self.shape_env = ShapeEnv(prefer_deferred_runtime_asserts_over_guards=True)
+        self.mode = FakeTensorMode(shape_env=self.shape_env, export=True)
+        self.symbol = self.shape_env.create_symbol(self.example, ConstantSource("B"))
+        self.b = self.shape_env.create_symintnode(self.symbol, hint=self.example)
+        self.shape_env.constrain_symbol_range(self.symbol, compiler_min=B_MIN,
+                                              compiler_max=B_MAX)
+        self.env = Builder._env()
+        for code, leaves in self.history:
+            try:
+                self._run(code, self.env, leaves)
+            except Exception:
+                self.lost = True
+                return
+
+    def _leaf(self, leaf: Leaf) -> torch.Tensor:
+        sizes = [self.b if c else d for c, d in leaf.shape]  # a leaf's dims are B or static
+        with self.mode:
+            t = torch.empty(sizes, dtype=leaf.dtype)
+        return torch.nn.Parameter(t) if leaf.name.startswith("p") else t
+
+    def _run(self, code: str, scope: dict[str, Any], leaves: Sequence[Leaf]) -> None:
+        for leaf in leaves:
+            target = vars(scope["self"]) if leaf.name[0] in "pb" else scope
+            target[leaf.name] = self._leaf(leaf)
+        # As pt2onnx captures: size-obliviously, so that a branch torch takes on the
+        # example's value (a view that splits B when it divides) does not guard.
+        with _compat.size_oblivious(), self.mode, torch.no_grad():
+            exec(code, scope)
+
+    def _holds(self, expr: Any) -> bool:
+        """Whether a guard holds for every B in the range."""
+        if self.symbol not in expr.free_symbols:
+            return True
+        if expr not in self.verdicts:
+            try:
+                self.verdicts[expr] = all(bool(expr.subs(self.symbol, b))
+                                          for b in range(B_MIN, B_MAX + 1))
+            except TypeError:  # another free symbol: not decidable here
+                self.verdicts[expr] = False
+        return self.verdicts[expr]
+
+    def keeps_range(self, code: str, leaves: Sequence[Leaf]) -> bool:
+        """Whether the statement leaves B free over its whole range (False also when
+        the fake-tensor run cannot tell)."""
+        if self.lost:
+            return False
+        guards = len(self.shape_env.guards)
+        scope = dict(self.env)
+        scope["self"] = types.SimpleNamespace(**vars(self.env["self"]))
+        try:
+            self._run(code, scope, leaves)
+            ok = self.symbol not in self.shape_env.replacements and all(
+                self._holds(g.expr) for g in self.shape_env.guards[guards:])
+        except Exception:  # what the concrete sizes accept, a symbolic size may not
+            ok = False
+        if not ok:  # the refused statement's guards and facts stay in the shape env
+            self._reset()
+        return ok
+
+    def commit(self, code: str, leaves: Sequence[Leaf]) -> None:
+        """Adds a kept statement. One the fake-tensor run refuses (kept on torch.export's
+        word) leaves later statements to torch.export alone."""
+        self.history.append((code, leaves))
+        try:
+            self._run(code, self.env, leaves)
+        except Exception:
+            self.lost = True
 
 
 def check_eager(program: Program) -> str | None:

@@ -163,7 +163,12 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
         # Acceptable: a typed error that names the op, or a typed capture error that
         # names the dynamic dim the model fixes or whose range a guard excludes (the
         # program's dynamic spec is wrong).
-        typed = isinstance(e, pt2onnx.ExportError) and (
+        # A rule that crashed (an assertion or a Python error inside it) is a pt2onnx
+        # bug even though its TranslationError names the op.
+        crashed = isinstance(e, pt2onnx.TranslationError) and isinstance(e.__cause__, (
+            AssertionError, AttributeError, IndexError, KeyError, TypeError,
+            ZeroDivisionError, UnboundLocalError))
+        typed = isinstance(e, pt2onnx.ExportError) and not crashed and (
             bool(_OP_NAME.search(msg)) or (
                 isinstance(e, pt2onnx.CaptureError) and "dynamic shapes" in msg
                 and ("fixed" in msg or "rejected" in msg)))

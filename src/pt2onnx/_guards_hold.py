@@ -1,0 +1,157 @@
+"""Guards torch.export cannot prove but that hold for every size a Dim allows.
+
+torch.export checks each guard a capture adds on a named Dim against the Dim's range
+with its own solver. Some guards it cannot decide: ``torch.chunk(x, 1, d)`` along a
+dynamic dim asks ``((2*B - 1) // B) == 1``, true for every B >= 1. torch.export then
+reports a constraint violation and suggests fixing B to the example's size, and a model
+that runs at every size would be refused.
+
+Here each guard named by the violation is evaluated at the sizes the range allows:
+every size when the range spans at most ``EXHAUSTIVE`` values, else every size up to
+``EXHAUSTIVE`` above the minimum plus spread samples up to ``2**31`` (the note says so).
+When every guard holds, the capture is repeated with those Dims as ``Dim.DYNAMIC``,
+which accepts the same guards as assumptions. That is exact: the guards of that capture
+are the ones the violation listed (checked here) plus those the declared range already
+implied.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from pt2onnx._dynamic import DeclaredAxis, GuardLog, Refined, _checked, _export, bound_inputs
+
+EXHAUSTIVE = 1 << 16
+_LINE = re.compile(r"Not all values of (\w+) = (.+?) in the specified range(?: (\d+) <= \w+ <="
+                   r" (\d+))? satisfy the generated guard (.+)")
+_SOURCE = re.compile(r"L\[[^\]]+\](?:\[[^\]]+\]|\.\w+)*?\.size\(\)\[\d+\]")
+
+
+def violated_guards(message: str) -> dict[str, list[str]] | None:
+    """``{dim name: [guard source]}`` from a constraint violation; None if a line about
+    a dim's guards cannot be read (a relation between Dims, an unknown form)."""
+    found: dict[str, list[str]] = {}
+    head = message.split("\n\nSuggested fixes:")[0]
+    for line in head.splitlines():
+        line = line.strip()
+        if not line.startswith("- "):
+            continue
+        m = _LINE.search(line)
+        if m is None:
+            if "solving the guards generated for" in line:
+                continue  # the specialization torch derived from the guards listed above
+            return None
+        guard = m.group(5).split("Specializations unexpectedly required")[0].strip()
+        found.setdefault(m.group(1), []).append(guard.removesuffix("."))
+    return found or None
+
+
+def _compiled(guard: str, sources: set[str]) -> Callable[[int], bool] | None:
+    """The guard as a function of the Dim's size, when each size it reads is one of the
+    Dim's own axes."""
+    used = set(_SOURCE.findall(guard))
+    if not used or not used <= sources:
+        return None
+    text = guard
+    for src in sorted(used, key=len, reverse=True):
+        text = text.replace(src, "b")
+    if set(re.findall(r"[A-Za-z_]\w*", text)) - {"b", "Max", "Min", "abs"}:
+        return None  # only the size, numbers, arithmetic and comparisons are evaluated
+    try:
+        code = compile(text, "<guard>", "eval")
+    except SyntaxError:
+        return None
+    names = {"Max": max, "Min": min, "abs": abs}
+
+    def holds(b: int) -> bool:
+        return bool(eval(code, {"__builtins__": {}, **names}, {"b": b}))
+
+    return holds
+
+
+def _sizes(lo: int, hi: int | None) -> tuple[list[int], bool]:
+    """The sizes to evaluate, and whether they are all the range holds."""
+    if hi is not None and hi - lo <= EXHAUSTIVE:
+        return list(range(lo, hi + 1)), True
+    top = hi if hi is not None else 2**31
+    sizes = list(range(lo, lo + EXHAUSTIVE + 1))
+    sizes += [2**k + d for k in range(17, 32) for d in (-1, 0, 1) if 2**k + d <= top]
+    sizes += [int(lo + (top - lo) * (i / 997)) for i in range(1, 998)]
+    return sorted(set(sizes)), False
+
+
+def guards_hold(message: str, sources: dict[str, set[str]],
+                ranges: dict[str, tuple[int, int | None]]) -> tuple[set[str], list[str]] | None:
+    """The Dims whose violated guards all hold over their range, and a note per Dim;
+    None when any guard fails somewhere or cannot be read."""
+    found = violated_guards(message)
+    if found is None:
+        return None
+    notes = []
+    for name, guards in found.items():
+        if name not in sources or name not in ranges:
+            return None
+        lo, hi = ranges[name]
+        sizes, exhaustive = _sizes(lo, hi)
+        for guard in guards:
+            holds = _compiled(guard, sources[name])
+            if holds is None:
+                return None
+            try:
+                if not all(holds(b) for b in sizes):
+                    return None
+            except Exception:  # a division by a size of 0, an unknown function
+                return None
+        span = f"{lo}..{hi}" if hi is not None else f"{lo}.."
+        how = "every size" if exhaustive else f"every size to {lo + EXHAUSTIVE} and samples"
+        notes.append(f"dynamic dim {name}: torch.export could not prove the guard "
+                     f"{' and '.join(guards)} over {name}'s range {span}; pt2onnx evaluated "
+                     f"it at {how} in that range, where it holds, so {name} stays dynamic")
+    return set(found), notes
+
+
+def as_dynamic(spec: Any, names: set[str]) -> Any:
+    """``spec`` with the Dims of these names replaced by ``Dim.DYNAMIC``."""
+    def walk(s: Any) -> Any:
+        if isinstance(s, dict):
+            return {k: walk(v) for k, v in s.items()}
+        if isinstance(s, (list, tuple)):
+            return type(s)(walk(v) for v in s)
+        if getattr(s, "__name__", None) in names and hasattr(s, "min"):
+            return torch.export.Dim.DYNAMIC
+        return s
+
+    return walk(spec)
+
+
+def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                          spec: Any, strict: bool, text: str, declared: list[DeclaredAxis],
+                          log: GuardLog, mode: Any) -> Refined | None:
+    """The capture with ``Dim.DYNAMIC`` for the Dims whose violated guards torch.export
+    could not prove but that hold over the Dim's range (``_guards_hold``); None when
+    that is not so, and the violation stands."""
+    sources: dict[str, set[str]] = {}
+    for m in re.finditer(r"Not all values of (\w+) = (.+?) in the specified range", text):
+        sources.setdefault(m.group(1), set()).add(m.group(2))
+    ranges: dict[str, tuple[int, int | None]] = {}
+    for a in declared:
+        lo, hi = getattr(a.dim, "min", None), getattr(a.dim, "max", None)
+        if a.name is not None:
+            # torch.export holds a dynamic dim at 2 or more; an unbounded max is huge.
+            ranges[a.name] = (max(lo if isinstance(lo, int) else 0, 2),
+                              hi if isinstance(hi, int) and hi < 2**31 else None)
+    verdict = guards_hold(text, sources, ranges)
+    if verdict is None:
+        return None
+    names, notes = verdict
+    with log, mode():
+        try:
+            program = _export(module, args, kwargs, as_dynamic(spec, names), strict)
+        except Exception:
+            return None
+    return _checked(Refined(program, spec, assumed=notes), bound_inputs(module, args, kwargs),
+                    log)

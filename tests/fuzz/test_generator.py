@@ -1,0 +1,53 @@
+"""The generator draws programs whose declared dynamic dim the model leaves free."""
+
+from __future__ import annotations
+
+import torch
+
+from pt2onnx.testing.fuzz.generator import Builder
+from pt2onnx.testing.fuzz.program import B_MAX, B_MIN
+
+
+def _builder() -> Builder:
+    b = Builder(seed=1, dynamic=True)
+    assert b.b is not None
+    return b
+
+
+def test_a_statement_that_fixes_the_dynamic_dim_is_not_kept() -> None:
+    b = _builder()
+    x = b.leaf(((1, 0), (0, 3)), torch.float32, kind="x")
+    i = b.leaf(((0, 1), (0, 3)), torch.int64, kind="x", data="index", bound=(0, 1))
+    # take_along_dim broadcasts the index's dim 0 (1) against x's (B) only where they
+    # differ: torch guards B == the example, so torch.export would fix B.
+    code = f"v = torch.take_along_dim({x.name}, {i.name}, 1)"
+    blind = _builder()
+    blind.symbolic = None  # the concrete sizes alone accept it
+    assert blind.add(code, "take_along_dim", (), out="v", leaves=[x, i]) is not None
+    assert b.add(code, "take_along_dim", (), out="v", leaves=[x, i]) is None
+    # The refusal left nothing behind: an ordinary statement on a fresh input is kept
+    # and B is still free.
+    y = b.leaf(((1, 0), (0, 2)), torch.float32, kind="x")
+    assert b.add(f"w = {y.name} * 2", "mul", (), out="w", leaves=[y]) is not None
+    assert b.symbolic is not None
+    assert b.symbolic.symbol not in b.symbolic.shape_env.replacements
+
+
+def test_a_guard_that_holds_over_the_whole_range_is_kept() -> None:
+    b = _builder()
+    x = b.leaf(((1, 0), (0, 4)), torch.float32, kind="x")
+    # A view that splits B: size-obliviously no guard; the concrete sizes all allow it.
+    assert b.add(f"v = {x.name}.reshape(2, -1)", "reshape", (), out="v",
+                 leaves=[x]) is not None
+    s = b.symbolic
+    assert s is not None
+    assert s._holds(s.symbol >= B_MIN) and not s._holds(s.symbol < B_MAX)
+
+
+def test_dynamic_programs_of_a_seed_do_not_fix_their_dim() -> None:
+    # Seed 100, program 10 fixed B through take_along_dim before the symbolic check.
+    from pt2onnx.testing.fuzz import check, generate, program_seed
+
+    outcome = check(generate(program_seed(100, 10)))
+    assert "can only take one size" not in outcome.detail, outcome.detail
+    assert outcome.cls == "ok", outcome.detail

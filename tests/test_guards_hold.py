@@ -1,0 +1,75 @@
+"""Guards torch.export cannot prove over a Dim's range but that hold there keep the dim
+dynamic (src/pt2onnx/_guards_hold.py); guards that fail somewhere still refuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch.export import Dim
+
+import pt2onnx
+from conftest import export_dynamic_and_verify
+from pt2onnx._guards_hold import guards_hold
+
+
+class _ChunkOne(torch.nn.Module):
+    # chunk into one piece along a dynamic dim: torch guards ((2*B - 1) // B) == 1,
+    # true for every B >= 1, which its solver cannot prove (fuzz seed 100, 289 and 295).
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> object:
+        return torch.chunk(x, 1, 1)[-1] * 2, torch.chunk(y, 1, 0)[-1] + 1
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+def test_unproved_guard_that_holds_keeps_the_dim_dynamic(bounded: bool,
+                                                          tmp_path: Path) -> None:
+    b = Dim("B", min=4, max=64) if bounded else Dim("B")
+    args = (torch.randn(3, 6), torch.randn(6))
+    prog = pt2onnx.export(_ChunkOne(), args, tmp_path / "m.onnx",
+                          dynamic_shapes=({1: b}, {0: Dim("C", min=2)}))
+    assert [str(d) for d in prog.model.graph.inputs[0].shape] == ["3", "B"]
+    assert [str(d) for d in prog.model.graph.inputs[1].shape] == ["C"]
+    assert not prog.report.dynamic_refinements
+    assert any("could not prove" in w and "B stays dynamic" in w for w in prog.report.warnings)
+    result = prog.verify()
+    assert result.ok and len(result.runs) == 2
+
+
+def test_the_dynamic_axes_path_too(tmp_path: Path) -> None:
+    export_dynamic_and_verify(_ChunkOne(), (torch.randn(3, 6), torch.randn(6)), tmp_path,
+                              {"x": {1: "b"}, "y": {0: "c"}}, input_names=["x", "y"])
+
+
+class _Fixes(torch.nn.Module):
+    def forward(self, x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        return torch.take_along_dim(x, i, 1)  # broadcasts i's 1 against B: B == example
+
+
+def test_a_real_specialisation_is_still_refused() -> None:
+    with pytest.raises(pt2onnx.CaptureError, match="can only take one size"):
+        pt2onnx.export(_Fixes(), (torch.randn(5, 3), torch.zeros(1, 3, dtype=torch.long)),
+                       dynamic_shapes=({0: Dim("B", min=4, max=64)}, None))
+
+
+_MESSAGE = """Constraints violated (B)! For more information, run with TORCH_LOGS="+dynamic".
+  - Not all values of B = L['x'].size()[0] in the specified range 4 <= B <= 64 satisfy the generated guard {guard}.
+
+Suggested fixes:
+  B = 6
+"""
+
+
+@pytest.mark.parametrize(("guard", "holds"), [
+    ("(((-1) + 2*L['x'].size()[0]) // L['x'].size()[0]) == 1", True),
+    ("(L['x'].size()[0] % 3) == 0", False),  # a multiple of 3 only
+    ("L['x'].size()[0] <= 63", False),  # fails at the top of the range only
+    ("L['x'].size()[0] != L['y'].size()[0]", None),  # reads another input's size
+    ("__import__('os').getpid() > 0", None),  # only arithmetic is evaluated
+])
+def test_guard_evaluation(guard: str, holds: bool | None) -> None:
+    sources = {"B": {"L['x'].size()[0]"}}
+    verdict = guards_hold(_MESSAGE.format(guard=guard), sources, {"B": (4, 64)})
+    assert (verdict is not None) == bool(holds)
+    if verdict is not None:
+        assert verdict[0] == {"B"}
