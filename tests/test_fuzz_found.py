@@ -278,3 +278,19 @@ def test_diagonal_of_an_empty_plane(tmp_path: Path) -> None:
     export_dynamic_and_verify(_EmptyDiagonals(), (x,), tmp_path, {"x": {0: "b"}},
                               input_names=["x"])
     export_and_verify(_EmptyDiagonals(), (torch.randn(2, 0, 4),), tmp_path, name="static")
+
+
+class _WriteLast(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> object:
+        y = x.clone()
+        y[:, -2] = 7.0  # select_scatter at a negative index of the dynamic dim
+        z = x.clone()
+        z.select(1, -1).mul_(3)
+        return y, z
+
+
+def test_select_scatter_at_a_negative_index_of_a_dynamic_dim(tmp_path: Path) -> None:
+    # The rule asked the dim's static size to wrap the index (a TranslationError; seed
+    # 100, programs 1403, 1619 and 2383).
+    export_dynamic_and_verify(_WriteLast(), (torch.randn(3, 6),), tmp_path, {"x": {1: "b"}},
+                              input_names=["x"])
