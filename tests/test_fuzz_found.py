@@ -294,3 +294,31 @@ def test_select_scatter_at_a_negative_index_of_a_dynamic_dim(tmp_path: Path) -> 
     # 100, programs 1403, 1619 and 2383).
     export_dynamic_and_verify(_WriteLast(), (torch.randn(3, 6),), tmp_path, {"x": {1: "b"}},
                               input_names=["x"])
+
+
+class _DiagonalScatter(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> object:
+        d = torch.diagonal(x, 0, 0, 1)
+        return (torch.diagonal_scatter(x, d * 2 + 1, 0, 0, 1),
+                torch.diagonal_scatter(x, torch.diagonal(x, 2, 1, 0).neg(), 2, 1, 0),
+                torch.diagonal_scatter(x, torch.diagonal(x, -1, 0, 2).exp(), -1, 0, 2))
+
+
+def test_diagonal_scatter_along_a_dynamic_dim(tmp_path: Path) -> None:
+    # The rule needed static sizes of both dims (seed 100, programs 3365 and 3623).
+    export_dynamic_and_verify(_DiagonalScatter(), (torch.randn(5, 4, 3),), tmp_path,
+                              {"x": {0: "b"}}, input_names=["x"])
+
+
+class _EmptyDiagonalScatter(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> object:
+        y = x.clone()
+        torch.diagonal(y, 0, 0, 2).mul_(2)  # a diagonal of B x 0: nothing written
+        return y + 1
+
+
+def test_diagonal_scatter_of_an_empty_plane_with_a_dynamic_dim(tmp_path: Path) -> None:
+    # Reshape(out, Shape(moved)) read the 0 in the run-time shape as "copy" (seed 100,
+    # program 3365): a Reshape to a shape read from a tensor now takes allowzero.
+    export_dynamic_and_verify(_EmptyDiagonalScatter(), (torch.randn(5, 3, 0),), tmp_path,
+                              {"x": {0: "b"}}, input_names=["x"])

@@ -124,6 +124,14 @@ def _attr(name: str, value: Any) -> ir.Attr:
 
 # Types onnxruntime's CPU Where lacks (1.31, 1.32), and the type it selects in instead.
 # uint64 -> int64 -> uint64 keeps every bit pattern.
+def _actual_dims(v: ir.Value | None) -> bool:
+    """Whether ``v`` is the output of a ``Shape``: sizes read from a tensor at run time.
+    (Only that: a Concat of Shape pieces is what onnxruntime's Reshape fusion folds into
+    a constant with 0 meaning "copy", which allowzero would stop.)"""
+    node = v.producer() if v is not None else None
+    return node is not None and not node.domain and node.op_type == "Shape"
+
+
 _WHERE_AS = {
     ir.DataType.BOOL: ir.DataType.UINT8,
     ir.DataType.INT16: ir.DataType.INT32,
@@ -188,6 +196,12 @@ class RuleContext:
         num_outputs: int = 1,
         domain: str = "",
     ) -> Any:
+        if (op_type == "Reshape" and not domain and attrs.get("allowzero") is None
+                and self.opset >= 14 and len(inputs) == 2 and _actual_dims(inputs[1])):
+            # A shape read from a tensor holds sizes, never "copy this dim": a 0 in it is
+            # an empty dim (without allowzero onnxruntime copies the input's dim there, or
+            # refuses the Reshape when the input has fewer dims).
+            attrs = {**attrs, "allowzero": 1}
         attributes = [_attr(k, v) for k, v in attrs.items() if v is not None]
         for v in inputs:
             if v is not None and not isinstance(v, ir.Value):

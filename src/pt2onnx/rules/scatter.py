@@ -16,9 +16,8 @@ from pt2onnx.rules._common import (
     normalize_dim,
     rank,
     shape_value,
-    static_dim,
 )
-from pt2onnx.rules.shape import strided_index
+from pt2onnx.rules.shape import diagonal_positions, strided_index
 
 
 def _src_like_index(g: RuleContext, src: ir.Value, index: ir.Value) -> ir.Value:
@@ -203,11 +202,17 @@ def diagonal_scatter(g: RuleContext, x: ir.Value, src: ir.Value, offset: int = 0
     """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor"""
     r = rank(x)
     d1, d2 = normalize_dim(dim1, r), normalize_dim(dim2, r)
-    n, m = static_dim(x, d1), static_dim(x, d2)
+    n, m = x.shape[d1], x.shape[d2]  # type: ignore[index]
     rest = [d for d in range(r) if d not in (d1, d2)]
     perm = [*rest, d1, d2]
+    inverse = [perm.index(d) for d in range(r)]
     # With (d1, d2) last and flattened, diagonal element i sits at row*m + col.
     moved = g.op.Transpose(x, perm=perm)
+    if not (isinstance(n, int) and isinstance(m, int)):
+        flat, index = diagonal_positions(g, moved, len(rest), int(offset))
+        out = g.op.ScatterElements(flat, g.op.Expand(index, g.op.Shape(src)),
+                                   g.cast(src, g.dtype), axis=len(rest))
+        return g.op.Transpose(g.op.Reshape(out, g.op.Shape(moved)), perm=inverse)
     flat = g.op.Reshape(moved, g.const([0] * len(rest) + [n * m]))
     if offset >= 0:
         pairs = [(i, i + offset) for i in range(max(0, min(n, m - offset)))]
@@ -218,7 +223,6 @@ def diagonal_scatter(g: RuleContext, x: ir.Value, src: ir.Value, offset: int = 0
     where = g.op.Expand(g.const([i * m + j for i, j in pairs]), g.op.Shape(src))
     out = g.op.ScatterElements(flat, where, g.cast(src, g.dtype), axis=len(rest))
     out = g.op.Reshape(out, g.op.Shape(moved))
-    inverse = [perm.index(d) for d in range(r)]
     return g.op.Transpose(out, perm=inverse)
 
 

@@ -312,8 +312,16 @@ def diagonal(g: RuleContext, x: ir.Value, offset: int = 0, dim1: int = 0,
 
 def _diagonal_dynamic(g: RuleContext, moved: ir.Value, k: int, offset: int) -> ir.Value:
     """diagonal of the last two dims of ``moved`` (k dims before them) whose sizes are
-    known at run time only: element i of the diagonal is flat position
-    (i + row0) * m + (i + col0) of the (n * m) plane, for i < its length."""
+    known at run time only."""
+    flat, index = diagonal_positions(g, moved, k, offset)
+    return g.op.Gather(flat, index, axis=k)
+
+
+def diagonal_positions(g: RuleContext, moved: ir.Value, k: int,
+                       offset: int) -> tuple[ir.Value, ir.Value]:
+    """``moved`` with its last two dims (k dims before them) flattened into one, and the
+    flat positions of their diagonal, computed at run time: element i of the diagonal is
+    position (i + row0) * m + (i + col0) of the (n * m) plane, for i < its length."""
     i64 = ir.DataType.INT64
     shape = g.op.Shape(moved)
     n = g.op.Gather(shape, g.const(k), axis=0)
@@ -328,7 +336,7 @@ def _diagonal_dynamic(g: RuleContext, moved: ir.Value, k: int, offset: int) -> i
     plane = g.op.Unsqueeze(g.op.Mul(n, m), g.const([0]))
     flat = g.op.Reshape(moved, g.op.Concat(g.op.Slice(shape, g.const([0]), g.const([k])),
                                            plane, axis=0), allowzero=1)
-    return g.op.Gather(flat, index, axis=k)
+    return flat, index
 
 
 @translation(aten.as_strided.default)
