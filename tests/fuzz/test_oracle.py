@@ -1,0 +1,60 @@
+"""The oracle's second opinions (a wider dtype) accept eager's own rounding artifacts
+and still catch a wrong model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import pt2onnx
+from pt2onnx.testing.fuzz import oracle
+
+_SOURCE = '''
+import torch
+import torch.nn.functional as F
+
+B = None
+HALF = {half}
+
+
+class Program(torch.nn.Module):
+    def forward(self, x):
+        return (torch.atan2(F.gelu(x), x), x.prod())
+
+
+def make_inputs(b=5):
+    return (torch.tensor([-9.0, -6.0, -3.0, 0.5, 2.0, 1e4, 1e4, 1e4, 0.0]).to({dtype}),)
+
+
+def dynamic_shapes():
+    return None
+'''
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_eager_rounding_artifacts_are_not_mismatches(half: bool) -> None:
+    # float32: gelu far left of 0 is +0.0 in torch, -0.0 in onnxruntime (true value
+    # ~ -1e-19), and atan2 turns the sign into 2*pi. float16: the product overflows to
+    # inf in eager's order before meeting the 0.
+    dtype = "torch.float16" if half else "torch.float32"
+    out = oracle.check_source(_SOURCE.format(half=half, dtype=dtype))
+    assert out.cls == "ok", out.detail
+
+
+def test_a_wrong_model_is_still_a_mismatch(monkeypatch: Any) -> None:
+    real = oracle.export
+
+    class Wrong(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> Any:
+            import torch.nn.functional as F
+            return torch.atan2(F.gelu(x), x) * 1.01, x.prod()
+
+    def wrong_export(exporter: str, module: torch.nn.Module, args: Any, spec: Any) -> Any:
+        return real(exporter, Wrong(), args, spec)
+
+    monkeypatch.setattr(oracle, "export", wrong_export)
+    out = oracle.check_source(_SOURCE.format(half=False, dtype="torch.float32"))
+    assert out.cls == "mismatch", out
+    assert pt2onnx  # the exporter under test
