@@ -4,6 +4,7 @@ than its minimized reproduction in tests/fuzz/corpus/."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -160,28 +161,45 @@ class _ViewThenScatterIntoView(torch.nn.Module):
         return torch.logical_xor(v, y)
 
 
-def test_functionalization_that_fixes_a_dynamic_dim_is_an_error(tmp_path: Path) -> None:
+def _scatter_into_view_inputs(n: int) -> tuple[torch.Tensor, ...]:
+    return (torch.randint(-5, 6, (5, 1, n), dtype=torch.int32), torch.rand(1, 1, n) < 0.5,
+            torch.randint(-5, 6, (1, 1, 1), dtype=torch.int32),
+            torch.zeros(1, 0, dtype=torch.int64), torch.randn(1, 1, n))
+
+
+def test_functionalization_keeps_a_dynamic_dim(tmp_path: Path) -> None:
     # torch's run_decompositions (for the scatter_ into a view) fixed B to its example
-    # size while the capture held it dynamic: the model refused every other B (the
-    # fuzzer's seed 100, program 1124, minimized). Where torch keeps B dynamic (2.12),
-    # the model must run at another B.
+    # size while the capture held it dynamic (the fuzzer's seed 100, program 1124,
+    # minimized). It now runs size-obliviously, as the capture does, and B stays dynamic.
     import pt2onnx
 
-    def inputs(n: int) -> tuple[torch.Tensor, ...]:
-        return (torch.randint(-5, 6, (5, 1, n), dtype=torch.int32), torch.rand(1, 1, n) < 0.5,
-                torch.randint(-5, 6, (1, 1, 1), dtype=torch.int32),
-                torch.zeros(1, 0, dtype=torch.int64), torch.randn(1, 1, n))
+    b = torch.export.Dim("B", min=4, max=64)
+    prog = pt2onnx.export(_ViewThenScatterIntoView(), _scatter_into_view_inputs(5),
+                          tmp_path / "m.onnx", dynamic_shapes=({2: b}, {2: b}, None, None, {2: b}))
+    assert prog.verify(*_scatter_into_view_inputs(8)).ok
 
+
+def test_functionalization_that_fixes_a_dynamic_dim_is_an_error(tmp_path: Path,
+                                                                 monkeypatch: Any) -> None:
+    # Where functionalization does fix the dim (here: run the decompositions without
+    # size-oblivious mode, as before), the export is a typed error, never a model that
+    # refuses every other size. Where torch keeps B dynamic anyway (2.12), the model
+    # must run at another B.
+    import pt2onnx
+    from pt2onnx import _compat
+
+    monkeypatch.setattr(_compat, "DECOMPOSE_SIZE_OBLIVIOUSLY", False)
     b = torch.export.Dim("B", min=4, max=64)
     try:
-        prog = pt2onnx.export(_ViewThenScatterIntoView(), inputs(5), tmp_path / "m.onnx",
+        prog = pt2onnx.export(_ViewThenScatterIntoView(), _scatter_into_view_inputs(5),
+                              tmp_path / "m.onnx",
                               dynamic_shapes=({2: b}, {2: b}, None, None, {2: b}))
     except pt2onnx.CaptureError as err:
         assert "do not survive functionalization" in str(err)
         assert "x axis 2 fixed to 5" in str(err) and "aten.scatter_" in str(err)
         assert not (tmp_path / "m.onnx").exists()
         return
-    assert prog.verify(*inputs(8)).ok
+    assert prog.verify(*_scatter_into_view_inputs(8)).ok
 
 
 class _NormOverNothing(torch.nn.Module):
