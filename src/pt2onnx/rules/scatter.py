@@ -272,7 +272,7 @@ def select_scatter(g: RuleContext, x: ir.Value, src: ir.Value, dim: int, index: 
     """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
     d = normalize_dim(dim, rank(x))
     if isinstance(index, int) and index < 0:
-        n = x.shape[d] if x.shape is not None else None  # type: ignore[index]
+        n = x.shape[d] if x.shape is not None else None
         # Along a dynamic dim the position counts from its run-time size.
         index = index + n if isinstance(n, int) else g.op.Add(
             g.op.Gather(g.op.Shape(x), g.const(d)), g.const(index))
