@@ -58,3 +58,18 @@ def test_a_wrong_model_is_still_a_mismatch(monkeypatch: Any) -> None:
     out = oracle.check_source(_SOURCE.format(half=False, dtype="torch.float32"))
     assert out.cls == "mismatch", out
     assert pt2onnx  # the exporter under test
+
+
+def test_a_wrong_dtype_gets_no_second_opinion(monkeypatch: Any) -> None:
+    # float16 eager, float32 exported: the float32 opinion would agree in value.
+    real = oracle.export
+
+    class Wider(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> Any:
+            import torch.nn.functional as F
+            return torch.atan2(F.gelu(x.float()), x.float()), x.float().prod()
+
+    monkeypatch.setattr(oracle, "export",
+                        lambda exporter, module, args, spec: real(exporter, Wider(), args, spec))
+    out = oracle.check_source(_SOURCE.format(half=True, dtype="torch.float16"))
+    assert out.cls == "mismatch" and "dtype" in out.detail, out

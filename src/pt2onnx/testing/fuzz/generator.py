@@ -4,9 +4,10 @@ Every statement is evaluated on meta tensors as it is drawn, at the dynamic dim'
 minimum, its example size and its second size; a statement that torch refuses, or whose
 output shape is not affine in ``B``, is not kept. A program with a dynamic dim also
 evaluates each statement on fake tensors whose dim is a symbol ranging over
-``[B_MIN, B_MAX]``, as torch.export will: a statement that adds a guard false somewhere in
-that range (it fixes ``B`` or narrows its range) is not kept either. Shapes, dtypes and aliasing (which
-values are views of which, which may be written in place) are tracked per value.
+``[B_MIN, B_MAX]``, as torch.export will: a statement that adds a guard false somewhere
+in that range (it fixes ``B`` or narrows its range) is not kept either. Shapes, dtypes
+and aliasing (which values are views of which, which may be written in place) are
+tracked per value.
 """
 
 from __future__ import annotations
