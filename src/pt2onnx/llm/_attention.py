@@ -1,0 +1,234 @@
+"""Fused attention for export-llm: each layer's attention as one GroupQueryAttention.
+
+Decided at capture time, not by matching the exported graph. The wrapper runs the
+model with
+
+- a transformers attention function of its own (registered in transformers'
+  ``AttentionInterface`` as ``"pt2onnx_gqa"``), which calls ``pt2onnx::gqa``
+  (translated to com.microsoft ``GroupQueryAttention``, see ``rules/gqa.py``) with
+  the arguments transformers gives every attention function: ``scaling``,
+  ``sliding_window`` and ``softcap``, the contract flash attention relies on too;
+- a cache whose layers hand the new keys and values back unconcatenated: the op
+  grows the cache itself and returns the presents.
+
+transformers builds no mask for an attention function it does not know, so the
+mask code leaves the graph as well. A family this can't express (its attention
+does not go through ``AttentionInterface``, builds a mask of its own such as ALiBi,
+or the result differs) is found by one eager run of the fused wrapper against the
+plain one before the capture; export-llm then writes the plain graph, with a note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from pt2onnx.llm import _wrapper
+from pt2onnx.llm._families import Layout
+from pt2onnx.rules import gqa as _gqa_rule
+
+NAME = "pt2onnx_gqa"
+_ACTIVE: list[Any] = []  # the cache of the forward being run, innermost last
+
+
+class NotFusable(Exception):
+    """The model's attention can't be captured as GroupQueryAttention."""
+
+
+def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor, attention_mask: torch.Tensor | None,
+               dropout: float = 0.0, scaling: float | None = None,
+               sliding_window: int | None = None, softcap: float | None = None,
+               **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """The attention function transformers calls: query ``[B, H, S, D]``, key/value
+    ``[B, Hkv, S, D]`` as the cache layer returned them (the new tokens only)."""
+    if not _ACTIVE:
+        raise NotFusable("the attention ran outside export-llm's wrapper")
+    cache = _ACTIVE[-1]
+    idx = getattr(module, "layer_idx", None)
+    if not isinstance(idx, int) or not 0 <= idx < len(cache.layers):
+        raise NotFusable(f"the attention module has no usable layer_idx ({idx!r})")
+    layer = cache.layers[idx]
+    if not isinstance(layer, SplitLayer) or layer.new is None or layer.new[0] is not key \
+            or layer.new[1] is not value:
+        raise NotFusable("the keys and values reaching the attention are not the cache's")
+    if attention_mask is not None:
+        raise NotFusable("the model builds an attention mask or bias of its own")
+    if kwargs.get("s_aux") is not None or kwargs.get("sinks") is not None:
+        raise NotFusable("the attention has sink logits")
+    if not getattr(module, "is_causal", True):
+        raise NotFusable("the attention is not causal")
+    heads, kv_heads, head = query.shape[1], key.shape[1], query.shape[3]
+    if heads % kv_heads or key.shape[3] != head or value.shape[3] != head:
+        raise NotFusable(f"{heads} query heads of size {head} against {kv_heads} key/value "
+                         f"heads of size {key.shape[3]}/{value.shape[3]}")
+    scale = float(scaling) if scaling is not None else head ** -0.5
+    window = int(sliding_window) if sliding_window else 0
+    cap = float(softcap) if softcap else 0.0
+    out, present_key, present_value = torch.ops.pt2onnx.gqa(
+        query, key, value, layer.keys, layer.values, cache.attention_mask, heads, kv_heads,
+        scale, window, cap)
+    layer.present = (present_key, present_value)
+    return out, None
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(NAME, _attention)
+
+
+def _split_layer_class() -> type:
+    from transformers.cache_utils import DynamicLayer
+
+    class _SplitLayer(DynamicLayer):  # type: ignore[misc,valid-type]
+        """Holds the past; ``update`` returns the new keys and values as they are."""
+
+        new: tuple[torch.Tensor, torch.Tensor] | None = None
+        present: tuple[torch.Tensor, torch.Tensor] | None = None
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
+                   *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            if self.new is not None:
+                raise NotFusable("a cache layer was updated twice in one forward")
+            self.new = (key_states, value_states)
+            return key_states, value_states
+
+    return _SplitLayer
+
+
+SplitLayer: Any = None
+
+
+def _setup() -> None:
+    global SplitLayer
+    if SplitLayer is None:
+        _gqa_rule.define_ops()
+        _register()
+        SplitLayer = _split_layer_class()
+
+
+@contextlib.contextmanager
+def _implementation(config: Any, name: str) -> Iterator[None]:
+    """The model's attention implementation set to ``name`` (its sub-configs too)."""
+    configs = [config]
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if text is not config:
+        configs.append(text)
+    saved = [c._attn_implementation for c in configs]
+    try:
+        for c in configs:
+            c._attn_implementation = name
+        yield
+    finally:
+        for c, old in zip(configs, saved):
+            c._attn_implementation = old
+
+
+class FusedDecoderWithCache(_wrapper.DecoderWithCache):
+    """As DecoderWithCache, with each layer's attention one ``pt2onnx::gqa``."""
+
+    def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+             past: list[torch.Tensor], **extra: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        from transformers import DynamicCache
+
+        _setup()
+        cache = DynamicCache()
+        for i in range(self.num_layers):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        for layer in cache.layers:
+            layer.__class__ = SplitLayer
+            layer.new = layer.present = None
+        cache.attention_mask = attention_mask
+        _ACTIVE.append(cache)
+        try:
+            with _implementation(self.model.config, NAME):
+                out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                 past_key_values=cache, use_cache=True, **extra)
+        finally:
+            _ACTIVE.pop()
+        presents: list[torch.Tensor] = []
+        for i, layer in enumerate(cache.layers):
+            if layer.present is None:
+                raise NotFusable(f"layer {i}'s attention did not go through transformers' "
+                                 "AttentionInterface")
+            presents += list(layer.present)
+        return (out.logits, *presents)
+
+
+class FusedDecoderWithCacheNoPositions(FusedDecoderWithCache):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,  # type: ignore[override]
+                past: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        return self.step(input_ids, attention_mask, past)
+
+
+def wrap(model: torch.nn.Module, layout: Layout) -> FusedDecoderWithCache:
+    cls = FusedDecoderWithCache if layout.uses_position_ids else FusedDecoderWithCacheNoPositions
+    return cls(model, layout.num_layers)
+
+
+def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype) -> str | None:
+    """None when the fused wrapper computes what the plain one does on the capture's
+    example (a first step with an empty past, then a step over a past); otherwise why
+    not."""
+    try:
+        _setup()
+    except Exception as exc:  # transformers without AttentionInterface
+        return f"transformers has no attention interface to register with ({exc})"
+    plain, fused = _wrapper.wrap(model, layout), wrap(model, layout)
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    for past in (0, 5):
+        args = _wrapper.example(layout, dtype, seq=3, past=past)
+        try:
+            with torch.no_grad():
+                want, got = plain(*args), fused(*args)
+        except NotFusable as exc:
+            return str(exc)
+        except Exception as exc:
+            text = str(exc).strip().splitlines()
+            return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+        for i, (w, g) in enumerate(zip(want, got)):
+            if w.shape != g.shape:
+                return f"output {i} has shape {tuple(g.shape)}, not {tuple(w.shape)}"
+            scale = max(1.0, float(w.abs().max()))
+            err = float((w.float() - g.float()).abs().max())
+            if not err <= tol * scale:
+                return (f"output {i} differs from the model's attention by {err:.3g} "
+                        f"(past {past})")
+    return None
+
+
+def shares_buffer(model: Any) -> bool:
+    """Whether genai can hand each past buffer in as its present (its
+    ``past_present_share_buffer``): every past input is read by one
+    GroupQueryAttention, which writes the new tokens into it in place, and otherwise
+    only for its batch, head or head-size dims (a shared buffer's length is genai's
+    max_length, not the past's)."""
+    pasts = [v for v in model.graph.inputs if v.name and v.name.startswith("past_key_values.")]
+    if not pasts:
+        return False
+    for value in pasts:
+        fused = 0
+        for use in value.uses():
+            node, index = use.node, use.idx
+            if (node.domain, node.op_type) == (_gqa_rule.MS_DOMAIN, "GroupQueryAttention") \
+                    and index in (3, 4) and node.outputs[index - 2].is_graph_output():
+                fused += 1
+            elif not _reads_no_length(node):
+                return False
+        if fused != 1:
+            return False
+    return True
+
+
+def _reads_no_length(node: Any) -> bool:
+    """A Shape node that leaves out dim 2 (the cache's length)."""
+    if (node.domain, node.op_type) != ("", "Shape"):
+        return False
+    start = node.attributes.get_int("start", 0)
+    end = node.attributes.get_int("end", 4)
+    start, end = start % 4 if start < 0 else min(start, 4), end % 4 if end < 0 else min(end, 4)
+    return end <= 2 or start >= 3
