@@ -68,9 +68,16 @@ def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
     scale = float(scaling) if scaling is not None else head ** -0.5
     window = int(sliding_window) if sliding_window else 0
     cap = float(softcap) if softcap else 0.0
+    tables: tuple[torch.Tensor, ...] = ()
+    turned = cache.rotated.get(id(query))
+    if turned is not None and turned[2] is key and cache.tables is not None \
+            and cache.tables[0].shape[-1] * 2 == head:
+        # Rotated by the model's apply_rotary_pos_emb: the op rotates them instead.
+        query, key = turned[0], turned[1]
+        tables = cache.tables
     out, present_key, present_value = torch.ops.pt2onnx.gqa(
         query, key, value, layer.keys, layer.values, cache.attention_mask, heads, kv_heads,
-        scale, window, cap)
+        scale, window, cap, *tables)
     layer.present = (present_key, present_value)
     return out, None
 
@@ -128,8 +135,84 @@ def _implementation(config: Any, name: str) -> Iterator[None]:
             c._attn_implementation = old
 
 
+_STATIC_ROPE = frozenset({"default", "linear", "llama3", "yarn"})
+
+
+def _rotary_module(model: torch.nn.Module) -> torch.nn.Module | None:
+    """The model's one rotary embedding module, if its tables do not depend on the
+    sequence length (dynamic NTK and LongRoPE rescale with it)."""
+    found = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+    if len(found) != 1 or getattr(found[0], "rope_type", None) not in _STATIC_ROPE:
+        return None
+    return found[0]
+
+
+def rotary_tables(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
+                  ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """GroupQueryAttention's ``cos_cache``/``sin_cache`` ``[context_length, D / 2]``: the
+    model's own rotary module run at every position (its table for position p is what
+    it computes for p at run time); None for families without one."""
+    module = _rotary_module(model)
+    if module is None:
+        return None
+    positions = torch.arange(layout.context_length)[None]
+    try:
+        with torch.no_grad():
+            cos, sin = module(torch.zeros(1, dtype=dtype), positions)
+    except Exception:
+        return None
+    if cos.dim() != 3 or cos.shape[-1] % 2 or cos.shape[1] != layout.context_length:
+        return None
+    half = cos.shape[-1] // 2
+    if not (torch.equal(cos[..., :half], cos[..., half:])
+            and torch.equal(sin[..., :half], sin[..., half:])):
+        return None  # not rotate_half's layout
+    return cos[0, :, :half].contiguous(), sin[0, :, :half].contiguous()
+
+
+@contextlib.contextmanager
+def _recording_rotary(model: torch.nn.Module, cache: Any) -> Iterator[None]:
+    """Each modeling module's ``apply_rotary_pos_emb``, wrapped to note which rotated
+    query and key came from which inputs (the rotation still runs: where the op
+    takes it over, its graph is left unread)."""
+    import sys
+
+    patched: list[tuple[Any, Any]] = []
+    names = {type(m).__module__ for m in model.modules() if hasattr(m, "layer_idx")}
+    for name in sorted(names):
+        module = sys.modules.get(name)
+        original = getattr(module, "apply_rotary_pos_emb", None)
+        if module is None or not callable(original):
+            continue
+
+        def record(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            out = _original(q, k, cos, sin, *args, **kwargs)
+            plain = not args and kwargs.get("unsqueeze_dim", 1) == 1 and set(kwargs) <= {
+                "unsqueeze_dim"}
+            if plain and isinstance(out, tuple) and len(out) == 2:
+                cache.rotated[id(out[0])] = (q, k, out[1])
+            return out
+
+        patched.append((module, original))
+        module.apply_rotary_pos_emb = record  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        for module, original in patched:
+            module.apply_rotary_pos_emb = original
+
+
 class FusedDecoderWithCache(_wrapper.DecoderWithCache):
     """As DecoderWithCache, with each layer's attention one ``pt2onnx::gqa``."""
+
+    def __init__(self, model: torch.nn.Module, num_layers: int,
+                 tables: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        super().__init__(model, num_layers)
+        self.has_tables = tables is not None
+        if tables is not None:
+            self.register_buffer("rotary_cos_cache", tables[0], persistent=False)
+            self.register_buffer("rotary_sin_cache", tables[1], persistent=False)
 
     def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              past: list[torch.Tensor], **extra: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -143,9 +226,12 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
             layer.__class__ = SplitLayer
             layer.new = layer.present = None
         cache.attention_mask = attention_mask
+        cache.rotated = {}
+        cache.tables = (self.rotary_cos_cache, self.rotary_sin_cache) if self.has_tables \
+            else None
         _ACTIVE.append(cache)
         try:
-            with _implementation(self.model.config, NAME):
+            with _implementation(self.model.config, NAME), _recording_rotary(self.model, cache):
                 out = self.model(input_ids=input_ids, attention_mask=attention_mask,
                                  past_key_values=cache, use_cache=True, **extra)
         finally:
@@ -165,9 +251,11 @@ class FusedDecoderWithCacheNoPositions(FusedDecoderWithCache):
         return self.step(input_ids, attention_mask, past)
 
 
-def wrap(model: torch.nn.Module, layout: Layout) -> FusedDecoderWithCache:
+def wrap(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
+         rotary: bool = True) -> FusedDecoderWithCache:
     cls = FusedDecoderWithCache if layout.uses_position_ids else FusedDecoderWithCacheNoPositions
-    return cls(model, layout.num_layers)
+    tables = rotary_tables(model, layout, dtype) if rotary else None
+    return cls(model, layout.num_layers, tables)
 
 
 def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype) -> str | None:
@@ -178,7 +266,7 @@ def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype) -> str | N
         _setup()
     except Exception as exc:  # transformers without AttentionInterface
         return f"transformers has no attention interface to register with ({exc})"
-    plain, fused = _wrapper.wrap(model, layout), wrap(model, layout)
+    plain, fused = _wrapper.wrap(model, layout), wrap(model, layout, dtype)
     tol = 1e-4 if dtype == torch.float32 else 2e-2
     for past in (0, 5):
         args = _wrapper.example(layout, dtype, seq=3, past=past)
@@ -232,3 +320,64 @@ def _reads_no_length(node: Any) -> bool:
     end = node.attributes.get_int("end", 4)
     start, end = start % 4 if start < 0 else min(start, 4), end % 4 if end < 0 else min(end, 4)
     return end <= 2 or start >= 3
+
+
+def pack_qkv(model: Any) -> int:
+    """GroupQueryAttention reading the three outputs of one Split (the joined q/k/v
+    projection, see _fuse) takes the Split's input as its packed query instead, with
+    no key and value inputs: the layout onnxruntime documents for packed QKV
+    (``[B, S, H * D + 2 * Hkv * D]``). Returns how many."""
+    import onnx_ir as ir
+
+    graph = model.graph
+    packed = 0
+    for node in list(graph):
+        if (node.domain, node.op_type) != (_gqa_rule.MS_DOMAIN, "GroupQueryAttention"):
+            continue
+        q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+        split = q.producer() if q is not None else None
+        if split is None or (split.domain, split.op_type) != ("", "Split") \
+                or len(split.outputs) != 3 or list(split.outputs) != [q, k, v]:
+            continue
+        joined = split.inputs[0]
+        if joined is None or joined.shape is None or len(joined.shape) != 3:
+            continue
+        if split.attributes.get_int("axis", 0) not in (-1, 2):
+            continue
+        if any(len(x.uses()) != 1 or x.is_graph_output() for x in split.outputs):
+            continue
+        node.replace_input_with(0, joined)
+        node.replace_input_with(1, None)
+        node.replace_input_with(2, None)
+        graph.remove(split, safe=True)
+        packed += 1
+    if packed:
+        ir.passes.common.RemoveUnusedNodesPass()(model)
+    return packed
+
+
+def drop_reshape_round_trips(model: Any) -> int:
+    """``Reshape(Reshape(x, a), b)`` whose result has x's shape (as captured, every dim
+    known) is x: the attention output's split into heads and back. Returns how many."""
+    import onnx_ir as ir
+
+    graph = model.graph
+    dropped = 0
+    for node in list(graph):
+        if (node.domain, node.op_type) != ("", "Reshape"):
+            continue
+        inner = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if inner is None or (inner.domain, inner.op_type) != ("", "Reshape"):
+            continue
+        x, out = inner.inputs[0], node.outputs[0]
+        if x is None or x.shape is None or out.shape is None or out.is_graph_output():
+            continue
+        if len(x.shape) != len(out.shape) or any(
+                d is None or (not isinstance(d, int) and d.value is None) for d in x.shape) \
+                or list(x.shape) != list(out.shape):
+            continue
+        ir.convenience.replace_all_uses_with(out, x)
+        dropped += 1
+    if dropped:
+        ir.passes.common.RemoveUnusedNodesPass()(model)
+    return dropped

@@ -142,6 +142,9 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     _name_total_dims(prog.model)
     if fuse_projections:
         _fuse.fuse_shared_input_matmuls(prog.model)
+    if fusion.on:
+        _attention.pack_qkv(prog.model)
+        _attention.drop_reshape_round_trips(prog.model)
     if fusion.requested:
         _norm.fuse_rms_norms(prog.model)
         _norm.fuse_skip_norms(prog.model)
@@ -178,7 +181,7 @@ class _Fusion:
                 self.on = False
                 notes.append(f"the attention was not fused into GroupQueryAttention ({reason}); "
                              "the model's own attention ops were exported instead.")
-        return _attention.wrap(model, layout) if self.on else _wrapper.wrap(model, layout)
+        return _attention.wrap(model, layout, dtype) if self.on else _wrapper.wrap(model, layout)
 
 
 def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: int | None,
