@@ -153,7 +153,9 @@ def test_graph_io_contract_and_empty_past(tmp_path):
     import onnxruntime as ort
 
     model = _checkpoint("qwen2", tmp_path / "ckpt")
-    pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    # The plain attention: a left-padded batch, which the fused GroupQueryAttention
+    # reads as lengths (see docs/llm.md; test_llm_fused.py tests that graph).
+    pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx", fused_ops=False)
     path = tmp_path / "onnx" / "model.onnx"
     proto = onnx.load(str(path), load_external_data=False)
     dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]

@@ -71,8 +71,9 @@ def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
     tables: tuple[torch.Tensor, ...] = ()
     turned = cache.rotated.get(id(query))
     if turned is not None and turned[2] is key and cache.tables is not None \
-            and cache.tables[0].shape[-1] * 2 == head:
-        # Rotated by the model's apply_rotary_pos_emb: the op rotates them instead.
+            and cache.tables[0].shape[-1] * 2 == head and head % 16 == 0:
+        # Rotated by the model's apply_rotary_pos_emb: the op rotates them instead
+        # (onnxruntime's rotary kernel takes head sizes in multiples of 16).
         query, key = turned[0], turned[1]
         tables = cache.tables
     out, present_key, present_value = torch.ops.pt2onnx.gqa(

@@ -270,8 +270,8 @@ def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.
 
 
 def _capture_cut(model: torch.nn.Module, config: Any, model_type: str, plan: _stamp.Plan,
-                 dtype: torch.dtype, opset: int | None, notes: list[str], fusion: _Fusion,
-                 ) -> tuple[Layout, Any]:
+                 dtype: torch.dtype, opset: int | None, notes: list[str],
+                 fusion: _Fusion | None = None) -> tuple[Layout, Any]:
     """The capture of the cut copy. Its layout is read from the config where the family
     states it (checked against the graph's presents and logits), which saves the probe
     run; otherwise, or if the graph disagrees, the probe's."""
