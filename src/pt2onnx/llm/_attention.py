@@ -92,7 +92,7 @@ def _register() -> None:
 def _split_layer_class() -> type:
     from transformers.cache_utils import DynamicLayer
 
-    class _SplitLayer(DynamicLayer):  # type: ignore[misc,valid-type]
+    class _SplitLayer(DynamicLayer):
         """Holds the past; ``update`` returns the new keys and values as they are."""
 
         new: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -186,17 +186,18 @@ def _recording_rotary(model: torch.nn.Module, cache: Any) -> Iterator[None]:
         if module is None or not callable(original):
             continue
 
-        def record(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                   *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            out = _original(q, k, cos, sin, *args, **kwargs)
-            plain = not args and kwargs.get("unsqueeze_dim", 1) == 1 and set(kwargs) <= {
-                "unsqueeze_dim"}
+        def record(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            out = _original(*args, **kwargs)
+            # transformers' usual (q, k, cos, sin) form only; other families name
+            # another function so (GPT-J rotates one tensor at a time).
+            plain = len(args) == 4 and set(kwargs) <= {"unsqueeze_dim"} \
+                and kwargs.get("unsqueeze_dim", 1) == 1
             if plain and isinstance(out, tuple) and len(out) == 2:
-                cache.rotated[id(out[0])] = (q, k, out[1])
+                cache.rotated[id(out[0])] = (args[0], args[1], out[1])
             return out
 
         patched.append((module, original))
-        module.apply_rotary_pos_emb = record  # type: ignore[union-attr]
+        vars(module)["apply_rotary_pos_emb"] = record
     try:
         yield
     finally:
@@ -220,7 +221,7 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
         from transformers import DynamicCache
 
         _setup()
-        cache = DynamicCache()
+        cache: Any = DynamicCache()
         for i in range(self.num_layers):
             cache.update(past[2 * i], past[2 * i + 1], i)
         for layer in cache.layers:
@@ -357,14 +358,41 @@ def pack_qkv(model: Any) -> int:
     return packed
 
 
+def _whole_slice(node: Any) -> bool:
+    """A Slice from 0 to the end (or past it) with step 1 on every axis it names: the
+    ``hidden_states[:, -0:, :]`` of transformers' ``logits_to_keep=0``."""
+    import numpy as np
+
+    if (node.domain, node.op_type) != ("", "Slice") or len(node.inputs) < 3:
+        return False
+    values: list[Any] = []
+    for v in list(node.inputs[1:]) + [None] * (5 - len(node.inputs)):
+        if v is None:
+            values.append(None)
+            continue
+        if v.const_value is None:
+            return False
+        values.append(np.asarray(v.const_value.numpy()).reshape(-1))
+    starts, ends, _, steps = values
+    if starts is None or ends is None:
+        return False
+    return bool((starts == 0).all() and (ends >= 2**31 - 1).all()
+                and (steps is None or (steps == 1).all()))
+
+
 def drop_reshape_round_trips(model: Any) -> int:
     """``Reshape(Reshape(x, a), b)`` whose result has x's shape (as captured, every dim
-    known) is x: the attention output's split into heads and back. Returns how many."""
+    known) is x: the attention output's split into heads and back. A Slice of every
+    element goes too. Returns how many."""
     import onnx_ir as ir
 
     graph = model.graph
     dropped = 0
     for node in list(graph):
+        if _whole_slice(node) and not node.outputs[0].is_graph_output():
+            ir.convenience.replace_all_uses_with(node.outputs[0], node.inputs[0])
+            dropped += 1
+            continue
         if (node.domain, node.op_type) != ("", "Reshape"):
             continue
         inner = node.inputs[0].producer() if node.inputs[0] is not None else None

@@ -15,8 +15,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import InvalidInputError
-from pt2onnx.llm import (_attention, _families, _fuse, _genai, _norm, _quant, _stamp,
-                        _wrapper)
+from pt2onnx.llm import _attention, _families, _fuse, _genai, _norm, _quant, _stamp, _wrapper
 from pt2onnx.llm._families import Layout
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "int4": torch.float32}

@@ -36,7 +36,7 @@ def fuse_rms_norms(model: ir.Model) -> int:
                        name=f"{last.name or 'rms'}_norm")
         graph.insert_before(last, norm)
         new = norm.outputs[0]
-        new.dtype, new.shape = out.dtype, out.shape
+        new.type, new.shape = out.type, out.shape
         name, out.name = out.name, None
         new.name = name
         ir.convenience.replace_all_uses_with(out, new, replace_graph_outputs=True)
@@ -50,7 +50,7 @@ def _only(value: ir.Value | None) -> ir.Node | None:
     if value is None or value.is_graph_output():
         return None
     uses = value.uses()
-    return uses[0].node if len(uses) == 1 else None
+    return next(iter(uses)).node if len(uses) == 1 else None
 
 
 def _is(node: ir.Node | None, op: str) -> bool:
@@ -164,7 +164,7 @@ def fuse_skip_norms(model: ir.Model) -> int:
         y, mean, inv_std, summed = skip.outputs
         mean.name = inv_std.name = ""  # not computed
         for new, old in ((y, out), (summed, total)):
-            new.dtype, new.shape = old.dtype, old.shape
+            new.type, new.shape = old.type, old.shape
             name, old.name = old.name, None
             new.name = name
         ir.convenience.replace_all_uses_with(out, y, replace_graph_outputs=True)

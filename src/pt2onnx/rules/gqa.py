@@ -84,7 +84,7 @@ def _fake(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
           softcap: float, cos_cache: torch.Tensor | None = None,
           sin_cache: torch.Tensor | None = None,
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    b, h, s, d = query.shape
+    b, h, s, _ = query.shape
     total = past_key.shape[2] + key.shape[2]
     return (query.new_empty(b, s, h, value.shape[3]),
             past_key.new_empty(b, past_key.shape[1], total, past_key.shape[3]),
