@@ -279,7 +279,8 @@ def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype) -> str | N
             return str(exc)
         except Exception as exc:
             text = str(exc).strip().splitlines()
-            return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+            return (f"the model's forward failed without the mask transformers builds for "
+                    f"its own attention: {type(exc).__name__}: {text[0][:200] if text else ''}")
         for i, (w, g) in enumerate(zip(want, got)):
             if w.shape != g.shape:
                 return f"output {i} has shape {tuple(g.shape)}, not {tuple(w.shape)}"
