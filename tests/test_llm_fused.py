@@ -148,6 +148,9 @@ def test_rotary_inside_the_op_generates_transformers_greedy_tokens(name, tmp_pat
         assert node.input[1] == node.input[2] == ""  # packed q/k/v
     assert ("", "Cos") not in ops  # the model's rotary ops are gone
     assert ("", "Neg") not in ops
+    assert "position_ids" not in {i.name for i in proto.graph.input}  # as the builder's
+    cfg = json.loads((tmp_path / "onnx" / "genai_config.json").read_text())
+    assert "position_ids" not in cfg["model"]["decoder"]["inputs"]
     assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
 
 
@@ -221,6 +224,8 @@ def test_fused_stamped_graph_equals_the_full_capture_and_eager(tmp_path, monkeyp
     for i in range(4):
         feeds[f"past_key_values.{i}.key"] = pasts[2 * i]
         feeds[f"past_key_values.{i}.value"] = pasts[2 * i + 1]
+    assert not stamped.layout.uses_position_ids  # rotary inside: positions from the mask
+    positions = feeds.pop("position_ids")
     outs = [ort.InferenceSession(str(r.model_path), providers=["CPUExecutionProvider"])
             .run(None, feeds) for r in (stamped, full)]
     for a, b in zip(*outs):
@@ -231,7 +236,7 @@ def test_fused_stamped_graph_equals_the_full_capture_and_eager(tmp_path, monkeyp
     with torch.no_grad():
         ref = model(input_ids=torch.from_numpy(feeds["input_ids"]),
                     attention_mask=torch.from_numpy(feeds["attention_mask"]),
-                    position_ids=torch.from_numpy(feeds["position_ids"]),
+                    position_ids=torch.from_numpy(positions),
                     past_key_values=cache, use_cache=True)
     np.testing.assert_allclose(outs[0][0], ref.logits.numpy(), rtol=1e-4, atol=1e-4)
     for i, layer in enumerate(ref.past_key_values.layers):

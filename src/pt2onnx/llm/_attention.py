@@ -21,6 +21,7 @@ plain one before the capture; export-llm then writes the plain graph, with a not
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -76,6 +77,7 @@ def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
         # (onnxruntime's rotary kernel takes head sizes in multiples of 16).
         query, key = turned[0], turned[1]
         tables = cache.tables
+        layer.rotary = True
     out, present_key, present_value = torch.ops.pt2onnx.gqa(
         query, key, value, layer.keys, layer.values, cache.attention_mask, heads, kv_heads,
         scale, window, cap, *tables)
@@ -227,6 +229,7 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
         for layer in cache.layers:
             layer.__class__ = SplitLayer
             layer.new = layer.present = None
+            layer.rotary = False
         cache.attention_mask = attention_mask
         cache.rotated = {}
         cache.tables = (self.rotary_cos_cache, self.rotary_sin_cache) if self.has_tables \
@@ -238,6 +241,8 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
                                  past_key_values=cache, use_cache=True, **extra)
         finally:
             _ACTIVE.pop()
+        # Whether every layer's rotary went into the op (position_ids then unused).
+        self.rotary_inside = all(layer.rotary for layer in cache.layers)
         presents: list[torch.Tensor] = []
         for i, layer in enumerate(cache.layers):
             if layer.present is None:
@@ -260,35 +265,62 @@ def wrap(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
     return cls(model, layout.num_layers, tables)
 
 
-def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype) -> str | None:
-    """None when the fused wrapper computes what the plain one does on the capture's
-    example (a first step with an empty past, then a step over a past); otherwise why
-    not."""
+def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
+          ) -> tuple[str | None, bool]:
+    """(None when the fused wrapper computes what the plain one does on the capture's
+    example, a first step with an empty past and then a step over a past, otherwise
+    why not; whether it still does so without position_ids, which every layer's
+    rotary inside the op leaves unread)."""
     try:
         _setup()
     except Exception as exc:  # transformers without AttentionInterface
-        return f"transformers has no attention interface to register with ({exc})"
+        return f"transformers has no attention interface to register with ({exc})", False
     plain, fused = _wrapper.wrap(model, layout), wrap(model, layout, dtype)
-    tol = 1e-4 if dtype == torch.float32 else 2e-2
-    for past in (0, 5):
-        args = _wrapper.example(layout, dtype, seq=3, past=past)
+    examples = [_wrapper.example(layout, dtype, seq=3, past=past) for past in (0, 5)]
+    wants = []
+    inside = layout.uses_position_ids
+    for args in examples:
         try:
             with torch.no_grad():
                 want, got = plain(*args), fused(*args)
         except NotFusable as exc:
-            return str(exc)
+            return str(exc), False
         except Exception as exc:
             text = str(exc).strip().splitlines()
             return (f"the model's forward failed without the mask transformers builds for "
-                    f"its own attention: {type(exc).__name__}: {text[0][:200] if text else ''}")
-        for i, (w, g) in enumerate(zip(want, got)):
-            if w.shape != g.shape:
-                return f"output {i} has shape {tuple(g.shape)}, not {tuple(w.shape)}"
-            scale = max(1.0, float(w.abs().max()))
-            err = float((w.float() - g.float()).abs().max())
-            if not err <= tol * scale:
-                return (f"output {i} differs from the model's attention by {err:.3g} "
-                        f"(past {past})")
+                    f"its own attention: {type(exc).__name__}: {text[0][:200] if text else ''}",
+                    False)
+        why = _differs(want, got, dtype, args)
+        if why is not None:
+            return why, False
+        wants.append(want)
+        inside = inside and fused.rotary_inside
+    if not inside:
+        return None, False
+    # The positions come from the attention mask's lengths inside the op: the graph can
+    # go without the position_ids input, as the builder's does.
+    bare = wrap(model, dataclasses.replace(layout, uses_position_ids=False), dtype)
+    for args, want in zip(examples, wants):
+        try:
+            with torch.no_grad():
+                got = bare(*args[:2], *args[3:])
+        except Exception:
+            return None, False
+        if _differs(want, got, dtype, args) is not None:
+            return None, False
+    return None, True
+
+
+def _differs(want: Any, got: Any, dtype: torch.dtype, args: Any) -> str | None:
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    past = args[-1][0].shape[2]
+    for i, (w, g) in enumerate(zip(want, got)):
+        if w.shape != g.shape:
+            return f"output {i} has shape {tuple(g.shape)}, not {tuple(w.shape)}"
+        scale = max(1.0, float(w.abs().max()))
+        err = float((w.float() - g.float()).abs().max())
+        if not err <= tol * scale:
+            return f"output {i} differs from the model's attention by {err:.3g} (past {past})"
     return None
 
 

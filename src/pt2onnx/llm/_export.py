@@ -134,6 +134,7 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     if prog is None or layout is None:
         layout = _wrapper.probe(model, config, model_type)
         prog = _capture(model, layout, dtype, opset, notes, fusion=fusion)
+        layout = fusion.layout(layout)
     in_names, _ = _wrapper.names(layout)
     if not layout.known:
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
@@ -170,17 +171,26 @@ class _Fusion:
     def __init__(self, on: bool) -> None:
         self.on = self.requested = on
         self.checked = False
+        self.no_positions = False  # every layer's rotary inside the op: no position_ids
 
     def wrap(self, model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
              notes: list[str]) -> _wrapper.DecoderWithCache:
         if self.on and not self.checked:
             self.checked = True
-            reason = _attention.check(model, layout, dtype)
+            reason, self.no_positions = _attention.check(model, layout, dtype)
             if reason is not None:
                 self.on = False
                 notes.append(f"the attention was not fused into GroupQueryAttention ({reason}); "
                              "the model's own attention ops were exported instead.")
-        return _attention.wrap(model, layout, dtype) if self.on else _wrapper.wrap(model, layout)
+        if not self.on:
+            return _wrapper.wrap(model, layout)
+        return _attention.wrap(model, self.layout(layout), dtype)
+
+    def layout(self, layout: Layout) -> Layout:
+        """The layout of the graph the fused wrapper gives."""
+        if self.on and self.no_positions and layout.uses_position_ids:
+            return dataclasses.replace(layout, uses_position_ids=False)
+        return layout
 
 
 def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: int | None,
@@ -191,6 +201,7 @@ def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: 
     if fusion is None:
         fusion = _Fusion(False)
     wrapper = fusion.wrap(model, layout, dtype, notes)
+    layout = fusion.layout(layout)
     in_names, out_names = _wrapper.names(layout)
     with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache():
         warnings.simplefilter("always")
@@ -235,7 +246,7 @@ def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.
         with _stamp.reduced(model, text, plan):
             captured, prog = _capture_cut(model, config, model_type, plan, dtype, opset,
                                           caught, fusion)
-        layout = dataclasses.replace(captured, num_layers=plan.num_layers)
+        layout = fusion.layout(dataclasses.replace(captured, num_layers=plan.num_layers))
         full = fusion.wrap(model, layout, dtype, caught)
         state = {**dict(full.named_parameters(remove_duplicate=False)),
                  **dict(full.named_buffers(remove_duplicate=False))}
