@@ -71,7 +71,8 @@ def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
     cap = float(softcap) if softcap else 0.0
     tables: tuple[torch.Tensor, ...] = ()
     turned = cache.rotated.get(id(query))
-    if turned is not None and turned[2] is key and cache.tables is not None \
+    if turned is not None and turned[3] is query and turned[2] is key \
+            and cache.tables is not None \
             and cache.tables[0].shape[-1] * 2 == head and head % 16 == 0:
         # Rotated by the model's apply_rotary_pos_emb: the op rotates them instead
         # (onnxruntime's rotary kernel takes head sizes in multiples of 16).
@@ -195,7 +196,8 @@ def _recording_rotary(model: torch.nn.Module, cache: Any) -> Iterator[None]:
             plain = len(args) == 4 and set(kwargs) <= {"unsqueeze_dim"} \
                 and kwargs.get("unsqueeze_dim", 1) == 1
             if plain and isinstance(out, tuple) and len(out) == 2:
-                cache.rotated[id(out[0])] = (args[0], args[1], out[1])
+                # out[0] is held too, so that its id is not reused in this forward.
+                cache.rotated[id(out[0])] = (args[0], args[1], out[1], out[0])
             return out
 
         patched.append((module, original))
