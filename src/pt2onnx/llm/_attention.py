@@ -271,46 +271,48 @@ def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
           ) -> tuple[str | None, bool]:
     """(None when the fused wrapper computes what the plain one does on the capture's
     example, a first step with an empty past and then a step over a past, otherwise
-    why not; whether it still does so without position_ids, which every layer's
-    rotary inside the op leaves unread)."""
+    why not; whether it does so without position_ids, which every layer's rotary
+    inside the op leaves unread: the positions then come from the mask's lengths, as
+    in the builder's graph)."""
     try:
         _setup()
     except Exception as exc:  # transformers without AttentionInterface
         return f"transformers has no attention interface to register with ({exc})", False
-    plain, fused = _wrapper.wrap(model, layout), wrap(model, layout, dtype)
+    plain = _wrapper.wrap(model, layout)
     examples = [_wrapper.example(layout, dtype, seq=3, past=past) for past in (0, 5)]
-    wants = []
-    inside = layout.uses_position_ids
-    for args in examples:
-        try:
-            with torch.no_grad():
-                want, got = plain(*args), fused(*args)
-        except NotFusable as exc:
-            return str(exc), False
-        except Exception as exc:
-            text = str(exc).strip().splitlines()
-            return (f"the model's forward failed without the mask transformers builds for "
-                    f"its own attention: {type(exc).__name__}: {text[0][:200] if text else ''}",
-                    False)
-        why = _differs(want, got, dtype, args)
-        if why is not None:
-            return why, False
-        wants.append(want)
-        inside = inside and fused.rotary_inside
-    if not inside:
-        return None, False
-    # The positions come from the attention mask's lengths inside the op: the graph can
-    # go without the position_ids input, as the builder's does.
-    bare = wrap(model, dataclasses.replace(layout, uses_position_ids=False), dtype)
+    with torch.no_grad():
+        wants = [plain(*args) for args in examples]
+    if layout.uses_position_ids:
+        # First without position_ids (two forwards fewer where that is the answer).
+        bare = wrap(model, dataclasses.replace(layout, uses_position_ids=False), dtype)
+        if bare.has_tables and _agrees(bare, [a[:2] + a[3:] for a in examples], wants, dtype) \
+                is None and bare.rotary_inside:
+            return None, True
+    fused = wrap(model, layout, dtype)
+    return _agrees(fused, examples, wants, dtype), False
+
+
+def _agrees(fused: FusedDecoderWithCache, examples: list[Any], wants: list[Any],
+            dtype: torch.dtype) -> str | None:
+    """None when ``fused`` gives ``wants`` on ``examples``, otherwise why not; its
+    ``rotary_inside`` then says whether every layer rotated inside the op in all."""
+    inside = True
     for args, want in zip(examples, wants):
         try:
             with torch.no_grad():
-                got = bare(*args[:2], *args[3:])
-        except Exception:
-            return None, False
-        if _differs(want, got, dtype, args) is not None:
-            return None, False
-    return None, True
+                got = fused(*args)
+        except NotFusable as exc:
+            return str(exc)
+        except Exception as exc:
+            text = str(exc).strip().splitlines()
+            return (f"the model's forward failed without the mask transformers builds for "
+                    f"its own attention: {type(exc).__name__}: {text[0][:200] if text else ''}")
+        why = _differs(want, got, dtype, args)
+        if why is not None:
+            return why
+        inside = inside and fused.rotary_inside
+    fused.rotary_inside = inside
+    return None
 
 
 def _differs(want: Any, got: Any, dtype: torch.dtype, args: Any) -> str | None:
