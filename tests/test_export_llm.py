@@ -153,7 +153,9 @@ def test_graph_io_contract_and_empty_past(tmp_path):
     import onnxruntime as ort
 
     model = _checkpoint("qwen2", tmp_path / "ckpt")
-    pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    # The plain attention: a left-padded batch, which the fused GroupQueryAttention
+    # reads as lengths (see docs/llm.md; test_llm_fused.py tests that graph).
+    pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx", fused_ops=False)
     path = tmp_path / "onnx" / "model.onnx"
     proto = onnx.load(str(path), load_external_data=False)
     dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
@@ -213,6 +215,9 @@ def test_int4_matches_eager_with_the_dequantized_weights(tmp_path):
     ids = torch.tensor([PROMPT])
     feeds = {"input_ids": ids.numpy(), "attention_mask": np.ones_like(ids.numpy()),
              "position_ids": np.arange(len(PROMPT))[None]}
+    # The fused attention rotates inside GroupQueryAttention: no position_ids input.
+    names = {i.name for i in session.get_inputs()}
+    feeds = {k: v for k, v in feeds.items() if k in names or k.startswith("past")}
     for i in range(LAYERS):
         for kv in ("key", "value"):
             feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, 2, 0, 16), np.float32)
@@ -251,6 +256,9 @@ def test_fp16_runs_in_onnxruntime_close_to_eager_half(tmp_path):
     ids = torch.tensor([PROMPT])
     feeds = {"input_ids": ids.numpy(), "attention_mask": np.ones_like(ids.numpy()),
              "position_ids": np.arange(len(PROMPT))[None]}
+    # The fused attention rotates inside GroupQueryAttention: no position_ids input.
+    names = {i.name for i in session.get_inputs()}
+    feeds = {k: v for k, v in feeds.items() if k in names or k.startswith("past")}
     for i in range(LAYERS):
         for kv in ("key", "value"):
             feeds[f"past_key_values.{i}.{kv}"] = np.zeros((1, 2, 0, 8), np.float16)

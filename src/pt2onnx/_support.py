@@ -366,6 +366,13 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         "and float64); float32 within 5e-7 of eager, float64 within 1e-15 (2-layer bidirectional, hidden 32, 20 steps). What is covered "
         "and what is refused: docs/models.md, \"Packed RNN sequences\".",
         "",
+        "export-llm's fused attention is captured as one op, `pt2onnx::gqa` (the query, the "
+        "new keys and values, the past, the attention mask; optional rotary tables), "
+        "translated to com.microsoft `GroupQueryAttention`; its eager implementation equals "
+        "onnxruntime's op within 1e-6 in float32 (grouped heads, empty and non-empty past, "
+        "sliding window, soft-capping, rotary; tests/test_llm_fused.py). Only export-llm "
+        "emits it: docs/llm.md, \"Fused ops\".",
+        "",
         "| op | supported | opsets | notes |",
         "|---|---|---|---|",
     ]

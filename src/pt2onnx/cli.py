@@ -54,7 +54,8 @@ def _cmd_export_llm(args: argparse.Namespace) -> int:
         raise io.UsageError(f"{folder} is not a transformers checkpoint folder (no config.json)")
     with io.progress(quiet=args.quiet):
         result = export_llm(folder, Path(args.output), precision=args.precision,
-                            opset=args.opset, int4_accuracy_level=args.int4_accuracy_level)
+                            opset=args.opset, int4_accuracy_level=args.int4_accuracy_level,
+                            fused_ops=not args.no_fused_ops)
     # The process ends next: its last cyclic collection would scan every object the
     # model, torch.export and the graph made (about a second), only to free them at exit.
     import gc
@@ -177,6 +178,9 @@ def _add_commands(sub: Any) -> None:
                      "the dequantized weights; 4 lets onnxruntime quantize activations to int8 "
                      "(faster on CPU, not exact)")
     llm.add_argument("--opset", type=int, help="target ONNX opset (17-26)")
+    llm.add_argument("--no-fused-ops", action="store_true",
+                     help="standard ONNX ops only: no onnxruntime GroupQueryAttention or "
+                     "SimplifiedLayerNormalization (slower in onnxruntime, runs elsewhere)")
     llm.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     llm.set_defaults(fn=_cmd_export_llm)
     verify = sub.add_parser("verify", help="run a model in onnxruntime against its PyTorch source")

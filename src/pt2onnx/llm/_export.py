@@ -15,7 +15,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import InvalidInputError
-from pt2onnx.llm import _families, _fuse, _genai, _quant, _stamp, _wrapper
+from pt2onnx.llm import _attention, _families, _fuse, _genai, _norm, _quant, _stamp, _wrapper
 from pt2onnx.llm._families import Layout
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "int4": torch.float32}
@@ -55,6 +55,7 @@ def export_llm(
     int4_accuracy_level: int = 0,
     fuse_projections: bool = True,
     stamp: bool | None = None,
+    fused_ops: bool = True,
 ) -> LLMExport:
     """Exports a transformers decoder for generation in onnxruntime-genai.
 
@@ -81,6 +82,17 @@ def export_llm(
             environment variable ``PT2ONNX_LLM_STAMP`` is ``0``. When the layers
             differ in structure the whole model is captured, with a note in
             ``LLMExport.warnings``.
+        fused_ops: onnxruntime's fused ops where they compute what the model does:
+            each layer's attention as one com.microsoft ``GroupQueryAttention``
+            (cache growth, causal and sliding-window masking, soft-capping inside
+            the op), captured through transformers' ``AttentionInterface``, with
+            genai sharing the past and present buffers; and each float32 RMSNorm
+            as one ``SimplifiedLayerNormalization``. A family whose attention the
+            op can't express exactly keeps the model's own attention ops, with a
+            note in ``LLMExport.warnings``. With the fused attention the attention
+            mask is read as lengths (no left padding), as in onnxruntime-genai's
+            builder. ``False`` writes standard ONNX ops only (and ``MatMulNBits``
+            for int4).
 
     The graph takes ``input_ids``, ``attention_mask``, ``position_ids`` (where the
     family uses them) and ``past_key_values.{i}.key/.value``, and returns ``logits``
@@ -101,7 +113,7 @@ def export_llm(
     try:
         return _export_llm(model_or_dir, Path(out_dir), PRECISIONS[precision], precision,
                            opset, tokenizer, int4_block_size, int4_accuracy_level,
-                           fuse_projections, stamp, start)
+                           fuse_projections, stamp, _Fusion(fused_ops), start)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -110,7 +122,7 @@ def export_llm(
 def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str,
                 opset: int | None, tokenizer: Any, int4_block_size: int,
                 int4_accuracy_level: int, fuse_projections: bool, stamp: bool,
-                start: float) -> LLMExport:
+                fusion: _Fusion, start: float) -> LLMExport:
     model, folder = _load(model_or_dir, dtype)
     config = model.config
     model_type = _families.check_family(config)
@@ -118,10 +130,11 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     notes: list[str] = []
     prog = layout = None
     if stamp:
-        prog, layout = _stamped(model, config, model_type, dtype, opset, notes)
+        prog, layout = _stamped(model, config, model_type, dtype, opset, notes, fusion)
     if prog is None or layout is None:
         layout = _wrapper.probe(model, config, model_type)
-        prog = _capture(model, layout, dtype, opset, notes)
+        prog = _capture(model, layout, dtype, opset, notes, fusion=fusion)
+        layout = fusion.layout(layout)
     in_names, _ = _wrapper.names(layout)
     if not layout.known:
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
@@ -129,6 +142,12 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     _name_total_dims(prog.model)
     if fuse_projections:
         _fuse.fuse_shared_input_matmuls(prog.model)
+    if fusion.on:
+        _attention.pack_qkv(prog.model)
+        _attention.drop_reshape_round_trips(prog.model)
+    if fusion.requested:
+        _norm.fuse_rms_norms(prog.model)
+        _norm.fuse_skip_norms(prog.model)
     quantized = []
     if precision == "int4":
         quantized = _quant.quantize_model(prog.model, int4_block_size, int4_accuracy_level)
@@ -137,7 +156,8 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
         stale.unlink(missing_ok=True)
     prog.save(path, external_data=True)
     generation = getattr(model, "generation_config", None)
-    cfg = _genai.config_dict(layout, config, generation, MODEL_FILE, in_names)
+    cfg = _genai.config_dict(layout, config, generation, MODEL_FILE, in_names,
+                             share_buffer=_attention.shares_buffer(prog.model))
     _genai.write_config(out, cfg)
     copied = _genai.copy_tokenizer(tokenizer if tokenizer is not None else folder, out)
     captured = getattr(prog, "_stamped_from", layout.num_layers)
@@ -145,12 +165,43 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
                      time.perf_counter() - start, captured)
 
 
+class _Fusion:
+    """Whether the attention is fused; turned off for the export once a check fails."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = self.requested = on
+        self.checked = False
+        self.no_positions = False  # every layer's rotary inside the op: no position_ids
+
+    def wrap(self, model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
+             notes: list[str]) -> _wrapper.DecoderWithCache:
+        if self.on and not self.checked:
+            self.checked = True
+            reason, self.no_positions = _attention.check(model, layout, dtype)
+            if reason is not None:
+                self.on = False
+                notes.append(f"the attention was not fused into GroupQueryAttention ({reason}); "
+                             "the model's own attention ops were exported instead.")
+        if not self.on:
+            return _wrapper.wrap(model, layout)
+        return _attention.wrap(model, self.layout(layout), dtype)
+
+    def layout(self, layout: Layout) -> Layout:
+        """The layout of the graph the fused wrapper gives."""
+        if self.on and self.no_positions and layout.uses_position_ids:
+            return dataclasses.replace(layout, uses_position_ids=False)
+        return layout
+
+
 def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: int | None,
-             notes: list[str], optimize: bool = True) -> Any:
+             notes: list[str], optimize: bool = True, fusion: _Fusion | None = None) -> Any:
     """pt2onnx.export of the model wrapped for genai's I/O."""
     import pt2onnx
 
-    wrapper = _wrapper.wrap(model, layout)
+    if fusion is None:
+        fusion = _Fusion(False)
+    wrapper = fusion.wrap(model, layout, dtype, notes)
+    layout = fusion.layout(layout)
     in_names, out_names = _wrapper.names(layout)
     with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache():
         warnings.simplefilter("always")
@@ -179,7 +230,8 @@ def _no_fake_tensor_cache() -> Any:
 
 
 def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.dtype,
-             opset: int | None, notes: list[str]) -> tuple[Any, Layout | None]:
+             opset: int | None, notes: list[str], fusion: _Fusion,
+             ) -> tuple[Any, Layout | None]:
     """The export of a copy cut to a few layers, grown to every layer (see _stamp);
     (None, None) when the whole model is to be captured."""
     from pt2onnx import passes
@@ -193,9 +245,9 @@ def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.
         caught: list[str] = []
         with _stamp.reduced(model, text, plan):
             captured, prog = _capture_cut(model, config, model_type, plan, dtype, opset,
-                                          caught)
-        layout = dataclasses.replace(captured, num_layers=plan.num_layers)
-        full = _wrapper.wrap(model, layout)
+                                          caught, fusion)
+        layout = fusion.layout(dataclasses.replace(captured, num_layers=plan.num_layers))
+        full = fusion.wrap(model, layout, dtype, caught)
         state = {**dict(full.named_parameters(remove_duplicate=False)),
                  **dict(full.named_buffers(remove_duplicate=False))}
 
@@ -229,7 +281,7 @@ def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.
 
 def _capture_cut(model: torch.nn.Module, config: Any, model_type: str, plan: _stamp.Plan,
                  dtype: torch.dtype, opset: int | None, notes: list[str],
-                 ) -> tuple[Layout, Any]:
+                 fusion: _Fusion | None = None) -> tuple[Layout, Any]:
     """The capture of the cut copy. Its layout is read from the config where the family
     states it (checked against the graph's presents and logits), which saves the probe
     run; otherwise, or if the graph disagrees, the probe's."""
@@ -237,14 +289,14 @@ def _capture_cut(model: torch.nn.Module, config: Any, model_type: str, plan: _st
     if guess is not None:
         caught: list[str] = []
         try:
-            prog = _capture(model, guess, dtype, opset, caught, optimize=False)
+            prog = _capture(model, guess, dtype, opset, caught, optimize=False, fusion=fusion)
         except Exception:
             prog = None
         if prog is not None and _agrees(prog.model, guess):
             notes.extend(caught)
             return guess, prog
     layout = _wrapper.probe(model, config, model_type)
-    return layout, _capture(model, layout, dtype, opset, notes, optimize=False)
+    return layout, _capture(model, layout, dtype, opset, notes, optimize=False, fusion=fusion)
 
 
 def _agrees(model: ir.Model, layout: Layout) -> bool:

@@ -64,6 +64,8 @@ def fuse_shared_input_matmuls(model: ir.Model) -> int:
         split = ir.node("Split", [matmul.outputs[0], sizes], {"axis": -1},
                         num_outputs=len(nodes), name=f"{first.name or name}_split")
         matmul.outputs[0].dtype = dtype
+        if a is not None and a.shape is not None:
+            matmul.outputs[0].shape = ir.Shape([*a.shape[:-1], shape[1]])
         graph.insert_before(first, [matmul, split])
         for node, out in zip(nodes, split.outputs):
             old = node.outputs[0]

@@ -38,7 +38,7 @@ def _token_ids(config: Any, generation: Any) -> tuple[Any, Any, Any]:
 
 
 def config_dict(layout: Layout, config: Any, generation: Any, filename: str,
-                inputs: list[str]) -> dict[str, Any]:
+                inputs: list[str], share_buffer: bool = False) -> dict[str, Any]:
     bos, eos, pad = _token_ids(config, generation)
     names = {"input_ids": "input_ids", "attention_mask": "attention_mask"}
     if "position_ids" in inputs:
@@ -76,9 +76,11 @@ def config_dict(layout: Layout, config: Any, generation: Any, filename: str,
             "no_repeat_ngram_size": 0,
             "num_beams": 1,
             "num_return_sequences": 1,
-            # The graph returns present = concat(past, new): genai swaps it in as the next
-            # past; a shared buffer would need the cache written in place.
-            "past_present_share_buffer": False,
+            # Fused attention (GroupQueryAttention) writes the new keys and values into
+            # the past buffer in place: genai allocates it at max_length and passes it as
+            # both. Otherwise the graph returns present = concat(past, new), which genai
+            # swaps in as the next past.
+            "past_present_share_buffer": share_buffer,
             "repetition_penalty": 1.0,
             "temperature": 1.0,
             "top_k": 50,

@@ -22,6 +22,7 @@ from pt2onnx.rules import (  # noqa: F401
     fft,
     float_bits,
     gamma,
+    gqa,
     grid_sample,
     histogram,
     indexing,

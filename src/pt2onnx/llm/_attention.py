@@ -1,0 +1,449 @@
+"""Fused attention for export-llm: each layer's attention as one GroupQueryAttention.
+
+Decided at capture time, not by matching the exported graph. The wrapper runs the
+model with
+
+- a transformers attention function of its own (registered in transformers'
+  ``AttentionInterface`` as ``"pt2onnx_gqa"``), which calls ``pt2onnx::gqa``
+  (translated to com.microsoft ``GroupQueryAttention``, see ``rules/gqa.py``) with
+  the arguments transformers gives every attention function: ``scaling``,
+  ``sliding_window`` and ``softcap``, the contract flash attention relies on too;
+- a cache whose layers hand the new keys and values back unconcatenated: the op
+  grows the cache itself and returns the presents.
+
+transformers builds no mask for an attention function it does not know, so the
+mask code leaves the graph as well. A family this can't express (its attention
+does not go through ``AttentionInterface``, builds a mask of its own such as ALiBi,
+or the result differs) is found by one eager run of the fused wrapper against the
+plain one before the capture; export-llm then writes the plain graph, with a note.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from pt2onnx.llm import _wrapper
+from pt2onnx.llm._families import Layout
+from pt2onnx.rules import gqa as _gqa_rule
+
+NAME = "pt2onnx_gqa"
+_ACTIVE: list[Any] = []  # the cache of the forward being run, innermost last
+
+
+class NotFusable(Exception):
+    """The model's attention can't be captured as GroupQueryAttention."""
+
+
+def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
+               value: torch.Tensor, attention_mask: torch.Tensor | None,
+               dropout: float = 0.0, scaling: float | None = None,
+               sliding_window: int | None = None, softcap: float | None = None,
+               **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """The attention function transformers calls: query ``[B, H, S, D]``, key/value
+    ``[B, Hkv, S, D]`` as the cache layer returned them (the new tokens only)."""
+    if not _ACTIVE:
+        raise NotFusable("the attention ran outside export-llm's wrapper")
+    cache = _ACTIVE[-1]
+    idx = getattr(module, "layer_idx", None)
+    if not isinstance(idx, int) or not 0 <= idx < len(cache.layers):
+        raise NotFusable(f"the attention module has no usable layer_idx ({idx!r})")
+    layer = cache.layers[idx]
+    if not isinstance(layer, SplitLayer) or layer.new is None or layer.new[0] is not key \
+            or layer.new[1] is not value:
+        raise NotFusable("the keys and values reaching the attention are not the cache's")
+    if attention_mask is not None:
+        raise NotFusable("the model builds an attention mask or bias of its own")
+    if kwargs.get("s_aux") is not None or kwargs.get("sinks") is not None:
+        raise NotFusable("the attention has sink logits")
+    if not getattr(module, "is_causal", True):
+        raise NotFusable("the attention is not causal")
+    heads, kv_heads, head = query.shape[1], key.shape[1], query.shape[3]
+    if heads % kv_heads or key.shape[3] != head or value.shape[3] != head:
+        raise NotFusable(f"{heads} query heads of size {head} against {kv_heads} key/value "
+                         f"heads of size {key.shape[3]}/{value.shape[3]}")
+    scale = float(scaling) if scaling is not None else head ** -0.5
+    window = int(sliding_window) if sliding_window else 0
+    cap = float(softcap) if softcap else 0.0
+    tables: tuple[torch.Tensor, ...] = ()
+    turned = cache.rotated.get(id(query))
+    if turned is not None and turned[3] is query and turned[2] is key \
+            and cache.tables is not None \
+            and cache.tables[0].shape[-1] * 2 == head and head % 16 == 0:
+        # Rotated by the model's apply_rotary_pos_emb: the op rotates them instead
+        # (onnxruntime's rotary kernel takes head sizes in multiples of 16).
+        query, key = turned[0], turned[1]
+        tables = cache.tables
+        layer.rotary = True
+    out, present_key, present_value = torch.ops.pt2onnx.gqa(
+        query, key, value, layer.keys, layer.values, cache.attention_mask, heads, kv_heads,
+        scale, window, cap, *tables)
+    layer.present = (present_key, present_value)
+    return out, None
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(NAME, _attention)
+
+
+def _split_layer_class() -> type:
+    from transformers.cache_utils import DynamicLayer
+
+    class _SplitLayer(DynamicLayer):
+        """Holds the past; ``update`` returns the new keys and values as they are."""
+
+        new: tuple[torch.Tensor, torch.Tensor] | None = None
+        present: tuple[torch.Tensor, torch.Tensor] | None = None
+
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
+                   *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            if self.new is not None:
+                raise NotFusable("a cache layer was updated twice in one forward")
+            self.new = (key_states, value_states)
+            return key_states, value_states
+
+    return _SplitLayer
+
+
+SplitLayer: Any = None
+
+
+def _setup() -> None:
+    global SplitLayer
+    if SplitLayer is None:
+        _gqa_rule.define_ops()
+        _register()
+        SplitLayer = _split_layer_class()
+
+
+@contextlib.contextmanager
+def _implementation(config: Any, name: str) -> Iterator[None]:
+    """The model's attention implementation set to ``name`` (its sub-configs too)."""
+    configs = [config]
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    if text is not config:
+        configs.append(text)
+    saved = [c._attn_implementation for c in configs]
+    try:
+        for c in configs:
+            c._attn_implementation = name
+        yield
+    finally:
+        for c, old in zip(configs, saved):
+            c._attn_implementation = old
+
+
+_STATIC_ROPE = frozenset({"default", "linear", "llama3", "yarn"})
+
+
+def _rotary_module(model: torch.nn.Module) -> torch.nn.Module | None:
+    """The model's one rotary embedding module, if its tables do not depend on the
+    sequence length (dynamic NTK and LongRoPE rescale with it)."""
+    found = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+    if len(found) != 1 or getattr(found[0], "rope_type", None) not in _STATIC_ROPE:
+        return None
+    return found[0]
+
+
+def rotary_tables(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
+                  ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """GroupQueryAttention's ``cos_cache``/``sin_cache`` ``[context_length, D / 2]``: the
+    model's own rotary module run at every position (its table for position p is what
+    it computes for p at run time); None for families without one."""
+    module = _rotary_module(model)
+    if module is None:
+        return None
+    positions = torch.arange(layout.context_length)[None]
+    try:
+        with torch.no_grad():
+            cos, sin = module(torch.zeros(1, dtype=dtype), positions)
+    except Exception:
+        return None
+    if cos.dim() != 3 or cos.shape[-1] % 2 or cos.shape[1] != layout.context_length:
+        return None
+    half = cos.shape[-1] // 2
+    if not (torch.equal(cos[..., :half], cos[..., half:])
+            and torch.equal(sin[..., :half], sin[..., half:])):
+        return None  # not rotate_half's layout
+    return cos[0, :, :half].contiguous(), sin[0, :, :half].contiguous()
+
+
+@contextlib.contextmanager
+def _recording_rotary(model: torch.nn.Module, cache: Any) -> Iterator[None]:
+    """Each modeling module's ``apply_rotary_pos_emb``, wrapped to note which rotated
+    query and key came from which inputs (the rotation still runs: where the op
+    takes it over, its graph is left unread)."""
+    import sys
+
+    patched: list[tuple[Any, Any]] = []
+    names = {type(m).__module__ for m in model.modules() if hasattr(m, "layer_idx")}
+    for name in sorted(names):
+        module = sys.modules.get(name)
+        original = getattr(module, "apply_rotary_pos_emb", None)
+        if module is None or not callable(original):
+            continue
+
+        def record(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            out = _original(*args, **kwargs)
+            # transformers' usual (q, k, cos, sin) form only; other families name
+            # another function so (GPT-J rotates one tensor at a time).
+            plain = len(args) == 4 and set(kwargs) <= {"unsqueeze_dim"} \
+                and kwargs.get("unsqueeze_dim", 1) == 1
+            if plain and isinstance(out, tuple) and len(out) == 2:
+                # out[0] is held too, so that its id is not reused in this forward.
+                cache.rotated[id(out[0])] = (args[0], args[1], out[1], out[0])
+            return out
+
+        patched.append((module, original))
+        vars(module)["apply_rotary_pos_emb"] = record
+    try:
+        yield
+    finally:
+        for module, original in patched:
+            module.apply_rotary_pos_emb = original
+
+
+class FusedDecoderWithCache(_wrapper.DecoderWithCache):
+    """As DecoderWithCache, with each layer's attention one ``pt2onnx::gqa``."""
+
+    def __init__(self, model: torch.nn.Module, num_layers: int,
+                 tables: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        super().__init__(model, num_layers)
+        self.has_tables = tables is not None
+        if tables is not None:
+            self.register_buffer("rotary_cos_cache", tables[0], persistent=False)
+            self.register_buffer("rotary_sin_cache", tables[1], persistent=False)
+
+    def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+             past: list[torch.Tensor], **extra: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        from transformers import DynamicCache
+
+        _setup()
+        cache: Any = DynamicCache()
+        for i in range(self.num_layers):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        for layer in cache.layers:
+            layer.__class__ = SplitLayer
+            layer.new = layer.present = None
+            layer.rotary = False
+        cache.attention_mask = attention_mask
+        cache.rotated = {}
+        cache.tables = (self.rotary_cos_cache, self.rotary_sin_cache) if self.has_tables \
+            else None
+        _ACTIVE.append(cache)
+        try:
+            with _implementation(self.model.config, NAME), _recording_rotary(self.model, cache):
+                out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                                 past_key_values=cache, use_cache=True, **extra)
+        finally:
+            _ACTIVE.pop()
+        # Whether every layer's rotary went into the op (position_ids then unused).
+        self.rotary_inside = all(layer.rotary for layer in cache.layers)
+        presents: list[torch.Tensor] = []
+        for i, layer in enumerate(cache.layers):
+            if layer.present is None:
+                raise NotFusable(f"layer {i}'s attention did not go through transformers' "
+                                 "AttentionInterface")
+            presents += list(layer.present)
+        return (out.logits, *presents)
+
+
+class FusedDecoderWithCacheNoPositions(FusedDecoderWithCache):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,  # type: ignore[override]
+                past: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        return self.step(input_ids, attention_mask, past)
+
+
+def wrap(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
+         rotary: bool = True) -> FusedDecoderWithCache:
+    cls = FusedDecoderWithCache if layout.uses_position_ids else FusedDecoderWithCacheNoPositions
+    tables = rotary_tables(model, layout, dtype) if rotary else None
+    return cls(model, layout.num_layers, tables)
+
+
+def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
+          ) -> tuple[str | None, bool]:
+    """(None when the fused wrapper computes what the plain one does on the capture's
+    example, a first step with an empty past and then a step over a past, otherwise
+    why not; whether it does so without position_ids, which every layer's rotary
+    inside the op leaves unread: the positions then come from the mask's lengths, as
+    in the builder's graph)."""
+    try:
+        _setup()
+    except Exception as exc:  # transformers without AttentionInterface
+        return f"transformers has no attention interface to register with ({exc})", False
+    plain = _wrapper.wrap(model, layout)
+    examples = [_wrapper.example(layout, dtype, seq=3, past=past) for past in (0, 5)]
+    with torch.no_grad():
+        wants = [plain(*args) for args in examples]
+    if layout.uses_position_ids:
+        # First without position_ids (two forwards fewer where that is the answer).
+        bare = wrap(model, dataclasses.replace(layout, uses_position_ids=False), dtype)
+        if bare.has_tables and _agrees(bare, [a[:2] + a[3:] for a in examples], wants, dtype) \
+                is None and bare.rotary_inside:
+            return None, True
+    fused = wrap(model, layout, dtype)
+    return _agrees(fused, examples, wants, dtype), False
+
+
+def _agrees(fused: FusedDecoderWithCache, examples: list[Any], wants: list[Any],
+            dtype: torch.dtype) -> str | None:
+    """None when ``fused`` gives ``wants`` on ``examples``, otherwise why not; its
+    ``rotary_inside`` then says whether every layer rotated inside the op in all."""
+    inside = True
+    for args, want in zip(examples, wants):
+        try:
+            with torch.no_grad():
+                got = fused(*args)
+        except NotFusable as exc:
+            return str(exc)
+        except Exception as exc:
+            text = str(exc).strip().splitlines()
+            return (f"the model's forward failed without the mask transformers builds for "
+                    f"its own attention: {type(exc).__name__}: {text[0][:200] if text else ''}")
+        why = _differs(want, got, dtype, args)
+        if why is not None:
+            return why
+        inside = inside and fused.rotary_inside
+    fused.rotary_inside = inside
+    return None
+
+
+def _differs(want: Any, got: Any, dtype: torch.dtype, args: Any) -> str | None:
+    tol = 1e-4 if dtype == torch.float32 else 2e-2
+    past = args[-1][0].shape[2]
+    for i, (w, g) in enumerate(zip(want, got)):
+        if w.shape != g.shape:
+            return f"output {i} has shape {tuple(g.shape)}, not {tuple(w.shape)}"
+        scale = max(1.0, float(w.abs().max()))
+        err = float((w.float() - g.float()).abs().max())
+        if not err <= tol * scale:
+            return f"output {i} differs from the model's attention by {err:.3g} (past {past})"
+    return None
+
+
+def shares_buffer(model: Any) -> bool:
+    """Whether genai can hand each past buffer in as its present (its
+    ``past_present_share_buffer``): every past input is read by one
+    GroupQueryAttention, which writes the new tokens into it in place, and otherwise
+    only for its batch, head or head-size dims (a shared buffer's length is genai's
+    max_length, not the past's)."""
+    pasts = [v for v in model.graph.inputs if v.name and v.name.startswith("past_key_values.")]
+    if not pasts:
+        return False
+    for value in pasts:
+        fused = 0
+        for use in value.uses():
+            node, index = use.node, use.idx
+            if (node.domain, node.op_type) == (_gqa_rule.MS_DOMAIN, "GroupQueryAttention") \
+                    and index in (3, 4) and node.outputs[index - 2].is_graph_output():
+                fused += 1
+            elif not _reads_no_length(node):
+                return False
+        if fused != 1:
+            return False
+    return True
+
+
+def _reads_no_length(node: Any) -> bool:
+    """A Shape node that leaves out dim 2 (the cache's length)."""
+    if (node.domain, node.op_type) != ("", "Shape"):
+        return False
+    start = node.attributes.get_int("start", 0)
+    end = node.attributes.get_int("end", 4)
+    start, end = start % 4 if start < 0 else min(start, 4), end % 4 if end < 0 else min(end, 4)
+    return end <= 2 or start >= 3
+
+
+def pack_qkv(model: Any) -> int:
+    """GroupQueryAttention reading the three outputs of one Split (the joined q/k/v
+    projection, see _fuse) takes the Split's input as its packed query instead, with
+    no key and value inputs: the layout onnxruntime documents for packed QKV
+    (``[B, S, H * D + 2 * Hkv * D]``). Returns how many."""
+    import onnx_ir as ir
+
+    graph = model.graph
+    packed = 0
+    for node in list(graph):
+        if (node.domain, node.op_type) != (_gqa_rule.MS_DOMAIN, "GroupQueryAttention"):
+            continue
+        q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+        split = q.producer() if q is not None else None
+        if split is None or (split.domain, split.op_type) != ("", "Split") \
+                or len(split.outputs) != 3 or list(split.outputs) != [q, k, v]:
+            continue
+        joined = split.inputs[0]
+        if joined is None or joined.shape is None or len(joined.shape) != 3:
+            continue
+        if split.attributes.get_int("axis", 0) not in (-1, 2):
+            continue
+        if any(len(x.uses()) != 1 or x.is_graph_output() for x in split.outputs):
+            continue
+        node.replace_input_with(0, joined)
+        node.replace_input_with(1, None)
+        node.replace_input_with(2, None)
+        graph.remove(split, safe=True)
+        packed += 1
+    if packed:
+        ir.passes.common.RemoveUnusedNodesPass()(model)
+    return packed
+
+
+def _whole_slice(node: Any) -> bool:
+    """A Slice from 0 to the end (or past it) with step 1 on every axis it names: the
+    ``hidden_states[:, -0:, :]`` of transformers' ``logits_to_keep=0``."""
+    import numpy as np
+
+    if (node.domain, node.op_type) != ("", "Slice") or len(node.inputs) < 3:
+        return False
+    values: list[Any] = []
+    for v in list(node.inputs[1:]) + [None] * (5 - len(node.inputs)):
+        if v is None:
+            values.append(None)
+            continue
+        if v.const_value is None:
+            return False
+        values.append(np.asarray(v.const_value.numpy()).reshape(-1))
+    starts, ends, _, steps = values
+    if starts is None or ends is None:
+        return False
+    return bool((starts == 0).all() and (ends >= 2**31 - 1).all()
+                and (steps is None or (steps == 1).all()))
+
+
+def drop_reshape_round_trips(model: Any) -> int:
+    """``Reshape(Reshape(x, a), b)`` whose result has x's shape (as captured, every dim
+    known) is x: the attention output's split into heads and back. A Slice of every
+    element goes too. Returns how many."""
+    import onnx_ir as ir
+
+    graph = model.graph
+    dropped = 0
+    for node in list(graph):
+        if _whole_slice(node) and not node.outputs[0].is_graph_output():
+            ir.convenience.replace_all_uses_with(node.outputs[0], node.inputs[0])
+            dropped += 1
+            continue
+        if (node.domain, node.op_type) != ("", "Reshape"):
+            continue
+        inner = node.inputs[0].producer() if node.inputs[0] is not None else None
+        if inner is None or (inner.domain, inner.op_type) != ("", "Reshape"):
+            continue
+        x, out = inner.inputs[0], node.outputs[0]
+        if x is None or x.shape is None or out.shape is None or out.is_graph_output():
+            continue
+        if len(x.shape) != len(out.shape) or any(
+                d is None or (not isinstance(d, int) and d.value is None) for d in x.shape) \
+                or list(x.shape) != list(out.shape):
+            continue
+        ir.convenience.replace_all_uses_with(out, x)
+        dropped += 1
+    if dropped:
+        ir.passes.common.RemoveUnusedNodesPass()(model)
+    return dropped

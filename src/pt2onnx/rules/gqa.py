@@ -1,0 +1,170 @@
+"""pt2onnx::gqa (attention over a key/value cache) -> com.microsoft GroupQueryAttention.
+
+export-llm's fused attention (see ``pt2onnx/llm/_attention.py``) captures each
+decoder layer's attention as this one op: the query, the new keys and values, the
+past cache and the attention mask in; the attention output and the grown cache out.
+Its eager implementation states what onnxruntime's ``GroupQueryAttention`` computes:
+
+- the cache grows by the new keys and values (``present = cat(past, new)``);
+- each batch row holds ``L = attention_mask.sum()`` tokens (past and new, no gaps):
+  query ``i`` of ``S`` sits at position ``L - S + i`` and sees the keys at positions
+  ``<= `` its own, and with ``local_window > 0`` only the ``local_window`` latest of
+  them (itself included);
+- with ``cos_cache``/``sin_cache`` (``[positions, D / 2]``), the new queries and keys
+  are first rotated at their positions (``x * cos + rotate_half(x) * sin``, the
+  halves' tables repeated: transformers' non-interleaved rotary);
+- scores ``q·k * scale``, then ``softcap * tanh(scores / softcap)`` when
+  ``softcap > 0``; query head ``h`` reads key/value head ``h // (heads / kv_heads)``.
+
+The attention mask is read as lengths, as onnxruntime-genai's builder reads it: a
+left-padded batch row (zeros before its tokens) is not what this op computes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from pt2onnx._builder import RuleContext
+from pt2onnx._registry import translation
+
+MS_DOMAIN = "com.microsoft"
+
+_SCHEMA = ("gqa(Tensor query, Tensor key, Tensor value, Tensor past_key, Tensor past_value, "
+           "Tensor attention_mask, int num_heads, int kv_num_heads, float scale, "
+           "int local_window, float softcap, Tensor? cos_cache=None, Tensor? sin_cache=None"
+           ") -> (Tensor, Tensor, Tensor)")
+_LIB: Any = None
+
+
+def reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              past_key: torch.Tensor, past_value: torch.Tensor, attention_mask: torch.Tensor,
+              num_heads: int, kv_num_heads: int, scale: float, local_window: int,
+              softcap: float, cos_cache: torch.Tensor | None = None,
+              sin_cache: torch.Tensor | None = None,
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """query ``[B, H, S, D]``, key/value ``[B, Hkv, S, D]``, past ``[B, Hkv, P, D]`` ->
+    (output ``[B, S, H, D]``, present key, present value ``[B, Hkv, P + S, D]``)."""
+    seq = query.shape[2]
+    lengths = attention_mask.to(torch.int64).sum(dim=1)
+    q_pos = lengths[:, None] - seq + torch.arange(seq)  # [B, S]
+    if cos_cache is not None and sin_cache is not None:
+        cos = torch.cat([cos_cache[q_pos]] * 2, dim=-1)[:, None]  # [B, 1, S, D]
+        sin = torch.cat([sin_cache[q_pos]] * 2, dim=-1)[:, None]
+        query, key = _rotate(query, cos, sin), _rotate(key, cos, sin)
+    present_key = torch.cat([past_key, key], dim=2)
+    present_value = torch.cat([past_value, value], dim=2)
+    total = present_key.shape[2]
+    k_pos = torch.arange(total)
+    seen = k_pos[None, None, :] <= q_pos[:, :, None]  # [B, S, T]
+    if local_window > 0:
+        seen &= k_pos[None, None, :] > q_pos[:, :, None] - local_window
+    group = num_heads // kv_num_heads
+    k = present_key.repeat_interleave(group, dim=1).float()
+    v = present_value.repeat_interleave(group, dim=1).float()
+    scores = query.float() @ k.transpose(2, 3) * scale
+    if softcap > 0:
+        scores = torch.tanh(scores / softcap) * softcap
+    scores = scores.masked_fill(~seen[:, None], float("-inf"))
+    out = (torch.softmax(scores, dim=-1) @ v).to(query.dtype)
+    return out.transpose(1, 2).contiguous(), present_key, present_value
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + turned * sin
+
+
+def _fake(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+          past_key: torch.Tensor, past_value: torch.Tensor, attention_mask: torch.Tensor,
+          num_heads: int, kv_num_heads: int, scale: float, local_window: int,
+          softcap: float, cos_cache: torch.Tensor | None = None,
+          sin_cache: torch.Tensor | None = None,
+          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    b, h, s, _ = query.shape
+    total = past_key.shape[2] + key.shape[2]
+    return (query.new_empty(b, s, h, value.shape[3]),
+            past_key.new_empty(b, past_key.shape[1], total, past_key.shape[3]),
+            past_value.new_empty(b, past_value.shape[1], total, past_value.shape[3]))
+
+
+def define_ops() -> None:
+    """Defines ``pt2onnx::gqa`` once per process."""
+    global _LIB
+    if _LIB is not None:
+        return
+    lib = torch.library.Library("pt2onnx", "FRAGMENT")
+    lib.define(_SCHEMA)
+    lib.impl("gqa", reference, "CompositeExplicitAutograd")
+    torch.library.register_fake("pt2onnx::gqa", _fake, lib=lib)
+    _LIB = lib
+
+
+define_ops()  # the op the rule below is keyed by
+
+
+def _heads_last(g: RuleContext, x: ir.Value) -> ir.Value:
+    """``[B, N, S, D]`` -> ``[B, S, N * D]``, GroupQueryAttention's layout: the value
+    the model split into heads, where ``x`` is that split (``view`` + ``transpose``)."""
+    source = _unsplit(x)
+    if source is not None:
+        return source
+    return g.op.Reshape(g.op.Transpose(x, perm=[0, 2, 1, 3]), g.const([0, 0, -1]))
+
+
+def _unsplit(x: ir.Value) -> ir.Value | None:
+    """``y`` where ``x = Transpose(Reshape(y, [B, S, N, D]), perm=[0, 2, 1, 3])`` and ``y``
+    is ``[B, S, N * D]`` (shapes as captured)."""
+    t = x.producer()
+    if t is None or (t.domain, t.op_type) != ("", "Transpose"):
+        return None
+    perm = t.attributes.get("perm")
+    if perm is None or list(perm.as_ints()) != [0, 2, 1, 3]:
+        return None
+    r = t.inputs[0].producer() if t.inputs[0] is not None else None
+    if r is None or (r.domain, r.op_type) != ("", "Reshape") or r.inputs[0] is None:
+        return None
+    y, split = r.inputs[0], r.outputs[0].shape
+    if y.shape is None or split is None or len(y.shape) != 3 or len(split) != 4:
+        return None
+    n, d, nd = split[2], split[3], y.shape[2]
+    if not all(isinstance(v, int) for v in (n, d, nd)) or n * d != nd:
+        return None
+    same = [a == b and a is not None for a, b in zip(y.shape[:2], split[:2])]
+    return y if all(same) else None
+
+
+@translation(torch.ops.pt2onnx.gqa.default)
+def gqa(g: RuleContext, query: ir.Value, key: ir.Value, value: ir.Value, past_key: ir.Value,
+        past_value: ir.Value, attention_mask: ir.Value, num_heads: int, kv_num_heads: int,
+        scale: float, local_window: int, softcap: float, cos_cache: ir.Value | None = None,
+        sin_cache: ir.Value | None = None) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """pt2onnx::gqa(Tensor query, Tensor key, Tensor value, Tensor past_key, Tensor past_value, Tensor attention_mask, int num_heads, int kv_num_heads, float scale, int local_window, float softcap, Tensor? cos_cache=None, Tensor? sin_cache=None) -> (Tensor, Tensor, Tensor)"""
+    int32 = ir.DataType.INT32
+    if g.opset >= 18:
+        count = g.op.ReduceSum(attention_mask, g.const([1]), keepdims=0)
+    else:
+        count = g.op.ReduceSum(attention_mask, axes=[1], keepdims=0)
+    seqlens_k = g.cast(g.op.Sub(count, g.const(1, attention_mask.dtype)), int32)
+    total = g.cast(g.op.Squeeze(g.op.Shape(attention_mask, start=1, end=2), g.const([0])), int32)
+    attrs: dict[str, Any] = {"num_heads": num_heads, "kv_num_heads": kv_num_heads,
+                             "scale": float(scale)}
+    if local_window > 0:
+        attrs["local_window_size"] = int(local_window)
+    if softcap > 0:
+        attrs["softcap"] = float(softcap)
+    rotary: list[ir.Value | None] = []
+    if cos_cache is not None and sin_cache is not None:
+        attrs.update(do_rotary=1, rotary_interleaved=0)
+        rotary = [cos_cache, sin_cache]
+    out, present_key, present_value = g.op.GroupQueryAttention(
+        _heads_last(g, query), _heads_last(g, key), _heads_last(g, value), past_key,
+        past_value, seqlens_k, total, *rotary, _outputs=3, _domain=MS_DOMAIN, **attrs)
+    b, _, s, d = query.shape if query.shape is not None else (None,) * 4
+    out.dtype = present_key.dtype = present_value.dtype = query.dtype
+    out.shape = ir.Shape([b, s, num_heads * d if isinstance(d, int) else None])
+    out = g.op.Reshape(out, g.const([0, 0, num_heads, -1]))
+    return out, present_key, present_value

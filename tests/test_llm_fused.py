@@ -1,0 +1,269 @@
+"""export-llm's fused ops: GroupQueryAttention, SimplifiedLayerNormalization.
+
+- ``pt2onnx::gqa``'s eager implementation (what the capture checks the model against)
+  equals onnxruntime's GroupQueryAttention: grouped heads, past and no past, one and
+  several new tokens, a sliding window, soft-capping, rotary inside the op (fast).
+- Each family whose attention goes through transformers' AttentionInterface exports
+  with one GroupQueryAttention per layer, and onnxruntime-genai's greedy tokens equal
+  transformers' ``generate`` (the family table and helpers of test_export_llm.py).
+- Families it can't express exactly (ALiBi, their own attention code, sink logits)
+  fall back to the model's own ops with a note, and still generate exactly.
+- The switch (``fused_ops=False`` / ``--no-fused-ops``) writes standard ops only.
+- Stamped and fully captured fused graphs agree; int4 composes.
+
+The genai cases need onnxruntime-genai (``make test-llm``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import pt2onnx
+
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from test_export_llm import (  # noqa: E402
+    FAMILIES,
+    LAYERS,
+    PROMPT,
+    SMALL,
+    T,
+    _checkpoint,
+    _genai,
+    _genai_tokens,
+    _reference,
+)
+
+FUSED = ["gemma", "gemma2", "gpt2", "gpt_neox", "granitemoe", "llama", "mistral", "mixtral",
+         "olmoe", "opt", "phi", "phi3", "qwen2", "qwen3", "qwen3_moe"]
+# BLOOM, GPT-J: their own attention code (no AttentionInterface); Falcon adds ALiBi to
+# a mask transformers no longer builds; GPT-OSS has sink logits.
+FALLBACK = {"bloom": "AttentionInterface", "falcon": "Error", "gptj": "AttentionInterface",
+            "gpt_oss": "sink"}
+# Head size 16: onnxruntime rotates inside the op (its rotary kernel needs multiples
+# of 16; the family table's heads are 8 wide and keep the model's rotary ops).
+ROTARY = {
+    "llama16": lambda: transformers.LlamaConfig(num_key_value_heads=2, head_dim=16, **SMALL,
+                                                **T),
+    "gemma2_16": lambda: transformers.Gemma2Config(num_key_value_heads=2, head_dim=16,
+                                                   sliding_window=8, **SMALL, **T),
+}
+
+
+def _ops(path):
+    import onnx
+
+    proto = onnx.load(str(path), load_external_data=False)
+    return proto, [(n.domain, n.op_type) for n in proto.graph.node]
+
+
+def _gqa_nodes(proto):
+    return [n for n in proto.graph.node if n.op_type == "GroupQueryAttention"]
+
+
+# -- the op against onnxruntime (fast) ------------------------------------------
+
+class _Gqa(torch.nn.Module):
+    def __init__(self, heads, kv_heads, scale, window, softcap, tables=None):
+        super().__init__()
+        self.args = (heads, kv_heads, scale, window, softcap)
+        self.tables = tables
+
+    def forward(self, q, k, v, past_k, past_v, mask):
+        extra = self.tables or ()
+        return torch.ops.pt2onnx.gqa(q, k, v, past_k, past_v, mask, *self.args, *extra)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "head", "window", "softcap", "seq", "past",
+                          "rotary"), [
+    (4, 2, 8, 0, 0.0, 1, 7, False),
+    (4, 4, 8, 0, 0.0, 5, 0, False),
+    (6, 2, 8, 3, 0.0, 1, 9, False),
+    (6, 2, 8, 3, 0.0, 6, 0, False),
+    (4, 1, 8, 0, 5.0, 1, 6, False),
+    (4, 2, 16, 4, 2.0, 7, 0, True),
+    (4, 2, 16, 0, 0.0, 2, 5, True),
+])
+def test_gqa_op_equals_onnxruntime(heads, kv_heads, head, window, softcap, seq, past, rotary,
+                                   tmp_path):
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    tables = None
+    if rotary:
+        angles = torch.arange(64)[:, None].float() * torch.rand(head // 2)
+        tables = (angles.cos(), angles.sin())
+    module = _Gqa(heads, kv_heads, 0.3, window, softcap, tables)
+    args = (torch.randn(1, heads, seq, head), torch.randn(1, kv_heads, seq, head),
+            torch.randn(1, kv_heads, seq, head), torch.randn(1, kv_heads, past, head),
+            torch.randn(1, kv_heads, past, head), torch.ones(1, past + seq, dtype=torch.int64))
+    want = module(*args)
+    names = ["q", "k", "v", "past_k", "past_v", "mask"]
+    prog = pt2onnx.export(module, args, None, input_names=names)
+    prog.save(tmp_path / "gqa.onnx")
+    _, ops = _ops(tmp_path / "gqa.onnx")
+    assert ("com.microsoft", "GroupQueryAttention") in ops
+    session = ort.InferenceSession(str(tmp_path / "gqa.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    got = session.run(None, {n: a.numpy() for n, a in zip(names, args)})
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5)
+
+
+# -- families through onnxruntime-genai -----------------------------------------
+
+@pytest.mark.models
+@pytest.mark.parametrize("name", FUSED)
+def test_fused_family_generates_transformers_greedy_tokens(name, tmp_path):
+    _genai()
+    model = _checkpoint(name, tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    assert not [w for w in result.warnings if "not fused" in w], result.warnings
+    proto, _ = _ops(result.model_path)
+    assert len(_gqa_nodes(proto)) == LAYERS
+    # Nothing else reads the past (no cache Concat): genai can share the buffers.
+    cfg = json.loads((tmp_path / "onnx" / "genai_config.json").read_text())
+    assert cfg["search"]["past_present_share_buffer"] is True
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("name", sorted(ROTARY))
+def test_rotary_inside_the_op_generates_transformers_greedy_tokens(name, tmp_path):
+    _genai()
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(ROTARY[name]()).eval()
+    model.save_pretrained(tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    proto, ops = _ops(result.model_path)
+    nodes = _gqa_nodes(proto)
+    assert len(nodes) == LAYERS
+    for node in nodes:
+        attrs = {a.name: a for a in node.attribute}
+        assert attrs["do_rotary"].i == 1
+        assert node.input[1] == node.input[2] == ""  # packed q/k/v
+    assert ("", "Cos") not in ops  # the model's rotary ops are gone
+    assert ("", "Neg") not in ops
+    assert "position_ids" not in {i.name for i in proto.graph.input}  # as the builder's
+    cfg = json.loads((tmp_path / "onnx" / "genai_config.json").read_text())
+    assert "position_ids" not in cfg["model"]["decoder"]["inputs"]
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("name", sorted(FALLBACK))
+def test_family_the_op_cannot_express_falls_back_with_a_note(name, tmp_path):
+    _genai()
+    model = _checkpoint(name, tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    notes = [w for w in result.warnings if "not fused" in w]
+    assert len(notes) == 1 and FALLBACK[name] in notes[0], result.warnings
+    proto, _ = _ops(result.model_path)
+    assert not _gqa_nodes(proto)
+    cfg = json.loads((tmp_path / "onnx" / "genai_config.json").read_text())
+    assert cfg["search"]["past_present_share_buffer"] is False
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("name", ["llama", "gemma2"])
+def test_no_fused_ops_writes_standard_ops_only(name, tmp_path):
+    _genai()
+    model = _checkpoint(name, tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx", fused_ops=False)
+    _, ops = _ops(result.model_path)
+    assert {d for d, _ in ops} == {""}
+    assert ("", "SimplifiedLayerNormalization") not in ops
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+@pytest.mark.models
+def test_cli_no_fused_ops(tmp_path, capsys):
+    from pt2onnx.cli import main
+
+    _checkpoint("qwen2", tmp_path / "ckpt")
+    assert main(["export-llm", str(tmp_path / "ckpt"), "-o", str(tmp_path / "a"), "-q"]) == 0
+    assert main(["export-llm", str(tmp_path / "ckpt"), "-o", str(tmp_path / "b"), "-q",
+                 "--no-fused-ops"]) == 0
+    _, fused = _ops(tmp_path / "a" / "model.onnx")
+    _, plain = _ops(tmp_path / "b" / "model.onnx")
+    assert ("com.microsoft", "GroupQueryAttention") in fused
+    assert ("com.microsoft", "SkipSimplifiedLayerNormalization") in fused
+    assert {d for d, _ in plain} == {""}
+
+
+@pytest.mark.models
+def test_fused_stamped_graph_equals_the_full_capture_and_eager(tmp_path, monkeypatch):
+    """Stamping copies the fused layer (its GroupQueryAttention, its rotary tables
+    shared by all layers): the same graph as capturing every layer, and eager's
+    logits and cache, here over a past (batch 1: onnxruntime's op takes several new
+    tokens over a past for one sequence only)."""
+    import onnxruntime as ort
+
+    from pt2onnx.llm import _stamp
+
+    torch.manual_seed(1)
+    cfg = ROTARY["llama16"]()
+    cfg.num_hidden_layers = 4
+    model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    stamped = pt2onnx.export_llm(model, tmp_path / "stamped")
+    assert stamped.captured_layers < 4
+    monkeypatch.setenv(_stamp.ENV, "0")
+    full = pt2onnx.export_llm(model, tmp_path / "full")
+    assert full.captured_layers == 4
+    rng = np.random.default_rng(0)
+    past, seq = 7, 5
+    feeds = {"input_ids": rng.integers(3, 128, (1, seq)),
+             "attention_mask": np.ones((1, past + seq), np.int64),
+             "position_ids": np.arange(past, past + seq)[None]}
+    pasts = [rng.standard_normal((1, 2, past, 16)).astype(np.float32) for _ in range(8)]
+    for i in range(4):
+        feeds[f"past_key_values.{i}.key"] = pasts[2 * i]
+        feeds[f"past_key_values.{i}.value"] = pasts[2 * i + 1]
+    assert not stamped.layout.uses_position_ids  # rotary inside: positions from the mask
+    positions = feeds.pop("position_ids")
+    outs = [ort.InferenceSession(str(r.model_path), providers=["CPUExecutionProvider"])
+            .run(None, feeds) for r in (stamped, full)]
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    cache = transformers.DynamicCache()
+    for i in range(4):
+        cache.update(torch.from_numpy(pasts[2 * i]), torch.from_numpy(pasts[2 * i + 1]), i)
+    with torch.no_grad():
+        ref = model(input_ids=torch.from_numpy(feeds["input_ids"]),
+                    attention_mask=torch.from_numpy(feeds["attention_mask"]),
+                    position_ids=torch.from_numpy(positions),
+                    past_key_values=cache, use_cache=True)
+    np.testing.assert_allclose(outs[0][0], ref.logits.numpy(), rtol=1e-4, atol=1e-4)
+    for i, layer in enumerate(ref.past_key_values.layers):
+        np.testing.assert_allclose(outs[0][1 + 2 * i], layer.keys.numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(outs[0][2 + 2 * i], layer.values.numpy(), rtol=1e-4,
+                                   atol=1e-4)
+
+
+@pytest.mark.models
+def test_int4_with_fused_ops_matches_eager_with_the_dequantized_weights(tmp_path):
+    _genai()
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(num_key_value_heads=2, hidden_size=64, head_dim=16,
+                                   num_hidden_layers=LAYERS, num_attention_heads=4,
+                                   intermediate_size=96, max_position_embeddings=128, **T)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    result = pt2onnx.export_llm(model, tmp_path / "onnx", precision="int4")
+    proto, ops = _ops(result.model_path)
+    assert len(_gqa_nodes(proto)) == LAYERS
+    assert ops.count(("com.microsoft", "MatMulNBits")) == 4 * LAYERS + 1
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear):
+                m.weight.copy_(pt2onnx.llm.quantize_rtn(m.weight)[2])
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+def test_families_are_listed_once():
+    assert not set(FUSED) & set(FALLBACK)
+    assert set(FUSED) | set(FALLBACK) == set(FAMILIES)
