@@ -15,7 +15,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import InvalidInputError
-from pt2onnx.llm import _families, _fuse, _genai, _quant, _stamp, _wrapper
+from pt2onnx.llm import _families, _fuse, _genai, _meta, _quant, _stamp, _wrapper
 from pt2onnx.llm._families import Layout
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "int4": torch.float32}
@@ -111,17 +111,27 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
                 opset: int | None, tokenizer: Any, int4_block_size: int,
                 int4_accuracy_level: int, fuse_projections: bool, stamp: bool,
                 start: float) -> LLMExport:
-    model, folder = _load(model_or_dir, dtype)
+    notes: list[str] = []
+    model, folder, checkpoint = _load(model_or_dir, dtype, notes)
     config = model.config
     model_type = _families.check_family(config)
     out.mkdir(parents=True, exist_ok=True)
-    notes: list[str] = []
-    prog = layout = None
-    if stamp:
-        prog, layout = _stamped(model, config, model_type, dtype, opset, notes)
-    if prog is None or layout is None:
-        layout = _wrapper.probe(model, config, model_type)
-        prog = _capture(model, layout, dtype, opset, notes)
+    try:
+        prog, layout = _graph(model, config, model_type, dtype, opset, stamp, notes,
+                              checkpoint)
+    except Exception as exc:
+        if checkpoint is None:
+            raise
+        # The meta-device model did not capture: today's load, and the model's own
+        # error (if it has one) comes again from there.
+        text = str(exc).strip().splitlines()
+        notes = [f"the weights were loaded with from_pretrained, not streamed from the "
+                 f"checkpoint: the model built on the meta device did not export "
+                 f"({type(exc).__name__}: {text[0][:200] if text else ''})."]
+        assert folder is not None
+        model, folder = _load_pretrained(folder, dtype)
+        config = model.config
+        prog, layout = _graph(model, config, model_type, dtype, opset, stamp, notes, None)
     in_names, _ = _wrapper.names(layout)
     if not layout.known:
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
@@ -145,6 +155,22 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
                      time.perf_counter() - start, captured)
 
 
+def _graph(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.dtype,
+           opset: int | None, stamp: bool, notes: list[str],
+           checkpoint: _meta.Checkpoint | None) -> tuple[Any, Layout]:
+    """The captured (and stamped) program; its weights read from ``checkpoint`` when
+    the model is on the meta device."""
+    prog = layout = None
+    if stamp:
+        prog, layout = _stamped(model, config, model_type, dtype, opset, notes)
+    if prog is None or layout is None:
+        layout = _wrapper.probe(model, config, model_type)
+        prog = _capture(model, layout, dtype, opset, notes)
+    if checkpoint is not None:
+        _meta.attach(prog.model, checkpoint)
+    return prog, layout
+
+
 def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: int | None,
              notes: list[str], optimize: bool = True) -> Any:
     """pt2onnx.export of the model wrapped for genai's I/O."""
@@ -155,7 +181,8 @@ def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: 
     with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache():
         warnings.simplefilter("always")
         prog = pt2onnx.export(
-            wrapper, _wrapper.example(layout, dtype), None, input_names=in_names,
+            wrapper, _meta.example(model, _wrapper.example(layout, dtype)), None,
+            input_names=in_names,
             output_names=out_names, dynamic_shapes=_wrapper.dynamic_shapes(layout), opset=opset,
             optimize=optimize)
     notes.extend(str(w.message) for w in caught)
@@ -256,7 +283,10 @@ def _agrees(model: ir.Model, layout: Layout) -> bool:
             and present[3] == layout.head_size)
 
 
-def _load(model_or_dir: Any, dtype: torch.dtype) -> tuple[torch.nn.Module, Path | None]:
+def _load(model_or_dir: Any, dtype: torch.dtype, notes: list[str],
+          ) -> tuple[torch.nn.Module, Path | None, _meta.Checkpoint | None]:
+    """The model, its checkpoint folder, and the checkpoint its weights stream from
+    when it was built on the meta device (None: its weights are loaded)."""
     if isinstance(model_or_dir, torch.nn.Module):
         if not hasattr(model_or_dir, "config"):
             raise InvalidInputError(
@@ -266,20 +296,37 @@ def _load(model_or_dir: Any, dtype: torch.dtype) -> tuple[torch.nn.Module, Path 
         model = model_or_dir
         if next(model.parameters()).dtype != dtype:
             model = model.to(dtype)
-        return model.eval(), None
+        return model.eval(), None, None
     folder = Path(model_or_dir)
     if not (folder / "config.json").is_file():
         raise InvalidInputError(
             f"{folder} is not a transformers checkpoint folder (no config.json). Next step: "
             "pass the folder save_pretrained wrote (config.json plus the weights).")
     try:
-        from transformers import AutoConfig, AutoModelForCausalLM
+        from transformers import AutoConfig
     except ImportError as exc:
         raise InvalidInputError(
             "export-llm loads checkpoints with transformers, which is not installed. "
             "Next step: pip install transformers.") from exc
     config = AutoConfig.from_pretrained(folder)
     _families.check_family(config)
+    if _meta.enabled():
+        try:
+            model, checkpoint = _meta.load(folder, config, dtype)
+            return model, folder, checkpoint
+        except _meta.NotStreamable as exc:
+            notes.append(f"the weights were loaded with from_pretrained, not streamed from "
+                         f"the checkpoint: {exc}.")
+    model, _ = _load_pretrained(folder, dtype, config)
+    return model, folder, None
+
+
+def _load_pretrained(folder: Path, dtype: torch.dtype, config: Any = None,
+                     ) -> tuple[torch.nn.Module, Path]:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if config is None:
+        config = AutoConfig.from_pretrained(folder)
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     except TypeError:  # transformers < 4.56 names it torch_dtype

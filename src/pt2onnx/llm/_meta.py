@@ -1,0 +1,272 @@
+"""export-llm from the meta device: the weights streamed from the checkpoint.
+
+A checkpoint folder is not loaded with ``from_pretrained``. The model is built from
+its config with every parameter on the meta device (buffers real: they are small,
+and the rotary tables, embedding scales and position tables among them are computed
+rather than stored), captured from there, and each weight of the graph becomes a
+lazy initializer that reads its tensor from the checkpoint's safetensors files
+(plain reads, no mmap) and converts it to the export's dtype when the writer gets
+to it. So the process holds about one weight at a time plus the graph, not the
+model, whatever the precision.
+
+Where a checkpoint can't go this way (``.bin`` weights, tensors named otherwise than
+the model's parameters, a family that keeps some weights in float32, torch < 2.13),
+:func:`load` says why and export-llm loads the model with ``from_pretrained`` as
+before, with the reason in ``LLMExport.warnings``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from pt2onnx import _compat
+from pt2onnx._builder import torch_dtype
+from pt2onnx._save import is_meta
+from pt2onnx._weights import _Safetensors
+
+ENV = "PT2ONNX_LLM_META"  # "0": load with from_pretrained instead
+_WRAPPER = "model."  # the export wrapper holds the transformers model as .model
+_INDEX = "model.safetensors.index.json"
+
+
+class NotStreamable(Exception):
+    """The checkpoint can't be exported from the meta device; the message says why."""
+
+
+class Checkpoint:
+    """A checkpoint's tensors by the model's state_dict names, read one at a time."""
+
+    def __init__(self, source: _Safetensors, names: dict[str, str]) -> None:
+        self.source = source
+        self.names = names  # the model's name -> the checkpoint's (tied names share one)
+
+    def load(self, name: str, dtype: torch.dtype) -> torch.Tensor:
+        """The tensor the model calls ``name``, as ``dtype`` (a copy only if converted)."""
+        t = self.source.tensor(self.names[name])
+        return t if t.dtype == dtype else t.to(dtype)
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1") != "0"
+
+
+def load(folder: Path, config: Any, dtype: torch.dtype) -> tuple[torch.nn.Module, Checkpoint]:
+    """The model built on the meta device (buffers real) and where its weights are.
+
+    Raises NotStreamable when the checkpoint must be loaded with from_pretrained.
+    """
+    if not _compat.META_DEVICE_EXPORT:
+        raise NotStreamable(f"torch {_compat.TORCH_VERSION_STRING} can't capture a model on "
+                            "the meta device (2.13 or later can)")
+    files = _safetensors_files(folder)
+    if getattr(config, "quantization_config", None) is not None:
+        raise NotStreamable("the checkpoint is quantized (its config has a "
+                            "quantization_config), and transformers converts it as it loads")
+    from transformers import AutoModelForCausalLM
+
+    with _params_on_meta():
+        try:
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        except TypeError:  # transformers < 4.56 names it torch_dtype
+            model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+    keep = [*(getattr(model, "_keep_in_fp32_modules", None) or []),
+            *(getattr(model, "_keep_in_fp32_modules_strict", None) or [])]
+    if keep and dtype != torch.float32:
+        raise NotStreamable(f"{type(model).__name__} keeps {', '.join(keep)} in float32 "
+                            "when loaded in half precision")
+    source = _Safetensors(files)
+    checkpoint = Checkpoint(source, _resolve(model, source.index))
+    _fill_buffers(model, checkpoint)
+    _generation_config(model, folder)
+    return model.eval(), checkpoint
+
+
+def _safetensors_files(folder: Path) -> list[Path]:
+    index = folder / _INDEX
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        files = [folder / s for s in shards]
+        missing = [str(f.name) for f in files if not f.is_file()]
+        if missing:
+            raise NotStreamable(f"{_INDEX} names shards that are not there: {missing[:3]}")
+        return files
+    if (folder / "model.safetensors").is_file():
+        return [folder / "model.safetensors"]
+    found = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
+    raise NotStreamable("the checkpoint has no safetensors weights"
+                        + (f" (it has {', '.join(found[:3])})" if found else ""))
+
+
+@contextlib.contextmanager
+def _params_on_meta() -> Iterator[None]:
+    """Every parameter registered meanwhile goes to the meta device; buffers stay real.
+
+    A module's parameter is made (empty, untouched) on the CPU, then moved here as it is
+    registered, so its memory is never written; initialisers then run on meta tensors.
+    """
+    original = torch.nn.Module.register_parameter
+
+    def register(self: torch.nn.Module, name: str, param: Any) -> None:
+        if param is not None and not param.is_meta:
+            param = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        original(self, name, param)
+
+    torch.nn.Module.register_parameter = register  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = original  # type: ignore[method-assign]
+
+
+def _resolve(model: torch.nn.Module, index: dict[str, Any]) -> dict[str, str]:
+    """The checkpoint name of each parameter and persistent buffer, tied ones included."""
+    persistent = set(model.state_dict(keep_vars=True))
+    groups: dict[int, list[str]] = {}
+    tensors: dict[int, torch.Tensor] = {}
+    named = [*model.named_parameters(remove_duplicate=False),
+             *((n, b) for n, b in model.named_buffers(remove_duplicate=False) if n in persistent)]
+    for name, t in named:
+        groups.setdefault(id(t), []).append(name)
+        tensors[id(t)] = t
+    renamed = _renamings(model, index, persistent)
+    names: dict[str, str] = {}
+    for key, aliases in groups.items():
+        t = tensors[key]
+        stored = next((a for a in aliases if a in index), None)
+        if stored is None:
+            stored = next((renamed[a] for a in aliases if a in renamed), None)
+        if stored is None:
+            if not t.is_meta:
+                continue  # a buffer the checkpoint leaves out keeps its computed value
+            raise NotStreamable(
+                f"the checkpoint has no tensor {aliases[0]!r} (it names its tensors otherwise "
+                "than the model, and transformers converts them as it loads)")
+        _, got_dtype, got_shape, _, _ = index[stored]
+        if got_shape != tuple(t.shape):
+            raise NotStreamable(f"{stored} is {list(got_shape)} in the checkpoint, "
+                                f"{list(t.shape)} in the model")
+        if got_dtype != t.dtype and not (got_dtype.is_floating_point and t.is_floating_point()):
+            raise NotStreamable(f"{stored} is {got_dtype} in the checkpoint, {t.dtype} in the "
+                                "model")
+        for alias in aliases:
+            names[alias] = stored
+    return names
+
+
+def _renamings(model: torch.nn.Module, index: dict[str, Any], state: set[str],
+               ) -> dict[str, str]:
+    """The model's name -> the checkpoint's, for tensors transformers only renames as it
+    loads (GPT-NeoX's embed_out is lm_head); empty where transformers has no such table
+    (before 5.0). Tensors it converts (experts joined into one) are left out."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+        renamings = [t for t in get_model_conversion_mapping(model)
+                     if isinstance(t, WeightRenaming)]
+        if not renamings:
+            return {}
+        meta = dict.fromkeys(state, True)
+        prefix = getattr(model, "base_model_prefix", None) or None
+        out: dict[str, str] = {}
+        for stored in index:
+            name, _ = rename_source_key(stored, renamings, [], prefix, meta)
+            if name != stored:
+                out[name] = stored
+        return out
+    except Exception:  # another transformers: only the names as they are
+        return {}
+
+
+def _fill_buffers(model: torch.nn.Module, checkpoint: Checkpoint) -> None:
+    """Persistent buffers from the checkpoint; the computed ones as from_pretrained
+    leaves them (transformers 5 computes them again with its weight init, outside the
+    dtype it builds the model in: GPT-J's sinusoids are float32 from there)."""
+    init = getattr(model, "_init_weights", None)
+    for module in model.modules():
+        if module._non_persistent_buffers_set and callable(init):
+            with contextlib.suppress(Exception):  # a model whose init needs real weights
+                init(module)
+    for name, buf in model.named_buffers(remove_duplicate=False):
+        if name in checkpoint.names and not buf.is_meta:
+            buf.copy_(checkpoint.load(name, buf.dtype))
+
+
+def _generation_config(model: torch.nn.Module, folder: Path) -> None:
+    if not (folder / "generation_config.json").is_file():
+        return
+    from transformers import GenerationConfig
+
+    with contextlib.suppress(Exception):  # from_config's default stays
+        model.generation_config = GenerationConfig.from_pretrained(folder)
+
+
+def example(model: torch.nn.Module, args: Any) -> Any:
+    """The capture's example inputs, on the meta device where the model is: the model's
+    own code moves tensors to its activations' device, and meta beside CPU tensors
+    fails there."""
+    if not any(p.is_meta for p in model.parameters()):
+        return args
+    return _to_meta(args)
+
+
+def _to_meta(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to("meta")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_meta(v) for v in x)
+    return x
+
+
+def attach(graph_model: ir.Model, checkpoint: Checkpoint) -> int:
+    """Makes each meta initializer of the export a lazy read of its checkpoint tensor;
+    returns how many. Raises NotStreamable for one whose tensor is unknown."""
+    count = 0
+    for value in list(graph_model.graph.initializers.values()):
+        if not is_meta(value):
+            continue
+        tensor = value.const_value
+        assert tensor is not None
+        dtype, shape = torch_dtype(tensor.dtype), tuple(tensor.shape.numpy())
+        transposed = value.meta.get("pt2onnx.transpose_of")
+        key = str(transposed if transposed is not None
+                  else value.meta.get("pt2onnx.weight", value.name))
+        name = key[len(_WRAPPER):] if key.startswith(_WRAPPER) else key
+        if name not in checkpoint.names:
+            raise NotStreamable(f"initializer {value.name} comes from {key}, which is not a "
+                                "checkpoint tensor")
+        read = _reader(checkpoint, name, dtype)
+        if transposed is not None:
+            make = _transposed(read)
+            value.meta.pop("pt2onnx.transpose_src", None)  # the meta tensor
+            value.meta["pt2onnx.rows"] = read  # Linear's [N, K], for the int4 quantizer
+        else:
+            make = read
+            if len(shape) == 2:
+                value.meta["pt2onnx.rows"] = _transposed(read)
+        value.meta.pop("pt2onnx.meta", None)
+        value.const_value = ir.LazyTensor(_adapter(make, value.name or name),
+                                          dtype=tensor.dtype, shape=ir.Shape(shape),
+                                          name=value.name)
+        count += 1
+    return count
+
+
+def _reader(checkpoint: Checkpoint, name: str, dtype: torch.dtype) -> Callable[[], torch.Tensor]:
+    return lambda: checkpoint.load(name, dtype)
+
+
+def _transposed(read: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    return lambda: read().t()
+
+
+def _adapter(make: Callable[[], torch.Tensor], name: str) -> Callable[[], ir.TensorProtocol]:
+    return lambda: ir.tensor_adapters.TorchTensor(make().contiguous(), name=name)
