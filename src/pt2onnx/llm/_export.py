@@ -129,6 +129,7 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
                  f"checkpoint: the model built on the meta device did not export "
                  f"({type(exc).__name__}: {text[0][:200] if text else ''})."]
         assert folder is not None
+        checkpoint = None
         model, folder = _load_pretrained(folder, dtype)
         config = model.config
         prog, layout = _graph(model, config, model_type, dtype, opset, stamp, notes, None)
@@ -145,7 +146,7 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     path = out / MODEL_FILE
     for stale in (path, path.with_name(path.name + ".data")):
         stale.unlink(missing_ok=True)
-    prog.save(path, external_data=True)
+    prog.save(path, external_data=True, weights=checkpoint)
     generation = getattr(model, "generation_config", None)
     cfg = _genai.config_dict(layout, config, generation, MODEL_FILE, in_names)
     _genai.write_config(out, cfg)

@@ -4,25 +4,28 @@ A checkpoint folder is not loaded with ``from_pretrained``. The model is built f
 its config with every parameter on the meta device (buffers real: they are small,
 and the rotary tables, embedding scales and position tables among them are computed
 rather than stored), captured from there, and each weight of the graph becomes a
-lazy initializer that reads its tensor from the checkpoint's safetensors files
-(plain reads, no mmap) and converts it to the export's dtype when the writer gets
-to it. So the process holds about one weight at a time plus the graph, not the
-model, whatever the precision.
+lazy initializer that reads its tensor from the checkpoint's safetensors files and
+converts it to the export's dtype when the writer gets to it (a tensor kept as stored
+is copied through a small buffer; one to convert, transpose, join or quantize is
+mapped from the file while it is used). So the process holds about one weight at a
+time plus the graph, not the model, whatever the precision.
 
-Where a checkpoint can't go this way (``.bin`` weights, tensors named otherwise than
-the model's parameters, a family that keeps some weights in float32, torch < 2.13),
-:func:`load` says why and export-llm loads the model with ``from_pretrained`` as
-before, with the reason in ``LLMExport.warnings``.
+Where a checkpoint can't go this way (``.bin`` weights, tensors transformers converts
+as it loads, a family that keeps some weights in float32, a forward that makes data on
+the model's device, torch < 2.13), export-llm loads the model with ``from_pretrained``
+as before, with the reason in ``LLMExport.warnings``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import onnx_ir as ir
 import torch
@@ -30,7 +33,8 @@ import torch
 from pt2onnx import _compat
 from pt2onnx._builder import torch_dtype
 from pt2onnx._save import is_meta
-from pt2onnx._weights import _Safetensors
+from pt2onnx._weights import WeightSource, _Safetensors
+from pt2onnx.errors import SaveError
 
 ENV = "PT2ONNX_LLM_META"  # "0": load with from_pretrained instead
 _WRAPPER = "model."  # the export wrapper holds the transformers model as .model
@@ -41,17 +45,77 @@ class NotStreamable(Exception):
     """The checkpoint can't be exported from the meta device; the message says why."""
 
 
-class Checkpoint:
-    """A checkpoint's tensors by the model's state_dict names, read one at a time."""
+class Checkpoint(WeightSource):
+    """A checkpoint's tensors by the model's state_dict names, read one at a time.
+
+    Also the ``weights=`` source the export is saved with: its initializers ask for
+    the wrapper's names (``model.<name>``), each in the dtype :func:`attach` noted.
+    """
 
     def __init__(self, source: _Safetensors, names: dict[str, str]) -> None:
         self.source = source
         self.names = names  # the model's name -> the checkpoint's (tied names share one)
+        self.dtypes: dict[str, torch.dtype] = {}  # the graph's dtype of each name
 
     def load(self, name: str, dtype: torch.dtype) -> torch.Tensor:
-        """The tensor the model calls ``name``, as ``dtype`` (a copy only if converted)."""
-        t = self.source.tensor(self.names[name])
-        return t if t.dtype == dtype else t.to(dtype)
+        """The tensor the model calls ``name``, as ``dtype``: its bytes mapped from the
+        file (private copy-on-write: never written back), converted if need be. The
+        map goes when the tensor does, so the pages stay resident only meanwhile."""
+        path, stored_dtype, shape, offset, length = self.source.index[self.names[name]]
+        if not length:
+            return torch.empty(shape, dtype=dtype)
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), length + offset - start, offset=start,
+                               access=mmap.ACCESS_COPY)
+        t = torch.frombuffer(mapped, dtype=stored_dtype, count=length // stored_dtype.itemsize,
+                             offset=offset - start).reshape(shape)
+        return t if stored_dtype == dtype else t.to(dtype)
+
+    def tensor(self, name: str) -> torch.Tensor:
+        name = _unwrapped(name)
+        return self.load(name, self.dtypes[name])
+
+    def copy_into(self, name: str, out: BinaryIO, dtype: torch.dtype,
+                  shape: tuple[int, ...]) -> int:
+        path, stored_dtype, _, offset, length = self.source.index[self.names[_unwrapped(name)]]
+        if stored_dtype != dtype:
+            return super().copy_into(name, out, dtype, shape)
+        scratch = _scratch()  # as stored: copied through in pieces
+        with open(path, "rb", buffering=0) as f:
+            f.seek(offset)
+            left = length
+            while left:
+                n = min(len(scratch), left)
+                _read_exactly(f, scratch[:n])
+                out.write(scratch[:n])
+                left -= n
+        return length
+
+
+_SCRATCH_BYTES = 8 * 2**20
+_local = threading.local()
+
+
+def _scratch() -> memoryview:
+    """This thread's read buffer (reused: a fresh one would be faulted in every time)."""
+    buf = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = memoryview(bytearray(_SCRATCH_BYTES))
+    return buf
+
+
+def _read_exactly(f: Any, view: memoryview) -> None:
+    done = 0
+    while done < len(view):
+        n = f.readinto(view[done:])
+        if not n:
+            raise SaveError(f"{f.name} ends before its tensors do (truncated?)")
+        done += n
+
+
+def _unwrapped(name: str) -> str:
+    return name[len(_WRAPPER):] if name.startswith(_WRAPPER) else name
 
 
 def enabled() -> bool:
@@ -170,7 +234,7 @@ def _renamings(model: torch.nn.Module, index: dict[str, Any], state: set[str],
         from transformers.conversion_mapping import get_model_conversion_mapping
         from transformers.core_model_loading import WeightRenaming, rename_source_key
 
-        renamings = [t for t in get_model_conversion_mapping(model)
+        renamings = [t for t in get_model_conversion_mapping(model)  # type: ignore[arg-type]
                      if isinstance(t, WeightRenaming)]
         if not renamings:
             return {}
@@ -206,7 +270,7 @@ def _generation_config(model: torch.nn.Module, folder: Path) -> None:
     from transformers import GenerationConfig
 
     with contextlib.suppress(Exception):  # from_config's default stays
-        model.generation_config = GenerationConfig.from_pretrained(folder)
+        setattr(model, "generation_config", GenerationConfig.from_pretrained(folder))  # noqa: B010
 
 
 def example(model: torch.nn.Module, args: Any) -> Any:
@@ -227,8 +291,15 @@ def _to_meta(x: Any) -> Any:
 
 
 def attach(graph_model: ir.Model, checkpoint: Checkpoint) -> int:
-    """Makes each meta initializer of the export a lazy read of its checkpoint tensor;
-    returns how many. Raises NotStreamable for one whose tensor is unknown."""
+    """Points each meta initializer of the export at its checkpoint tensor; returns how
+    many. Raises NotStreamable for one that is not a checkpoint tensor (a constant the
+    forward made on the meta device holds no data).
+
+    Each stays a meta initializer, which ``save(weights=checkpoint)`` streams (as stored,
+    in pieces; or converted, one tensor at a time; transposed block by block). Its
+    value becomes a lazy read for the passes that compute from it (q/k/v joined into
+    one MatMul, int4), and ``pt2onnx.rows`` reads it as Linear's ``[N, K]``.
+    """
     count = 0
     for value in list(graph_model.graph.initializers.values()):
         if not is_meta(value):
@@ -239,20 +310,22 @@ def attach(graph_model: ir.Model, checkpoint: Checkpoint) -> int:
         transposed = value.meta.get("pt2onnx.transpose_of")
         key = str(transposed if transposed is not None
                   else value.meta.get("pt2onnx.weight", value.name))
-        name = key[len(_WRAPPER):] if key.startswith(_WRAPPER) else key
+        name = _unwrapped(key)
         if name not in checkpoint.names:
             raise NotStreamable(f"initializer {value.name} comes from {key}, which is not a "
                                 "checkpoint tensor")
+        if checkpoint.dtypes.setdefault(name, dtype) != dtype:
+            raise NotStreamable(f"{key} is read as {checkpoint.dtypes[name]} and as {dtype}")
         read = _reader(checkpoint, name, dtype)
         if transposed is not None:
             make = _transposed(read)
             value.meta.pop("pt2onnx.transpose_src", None)  # the meta tensor
-            value.meta["pt2onnx.rows"] = read  # Linear's [N, K], for the int4 quantizer
+            value.meta["pt2onnx.rows"] = read
         else:
             make = read
             if len(shape) == 2:
                 value.meta["pt2onnx.rows"] = _transposed(read)
-        value.meta.pop("pt2onnx.meta", None)
+        value.meta["pt2onnx.meta"] = True
         value.const_value = ir.LazyTensor(_adapter(make, value.name or name),
                                           dtype=tensor.dtype, shape=ir.Shape(shape),
                                           name=value.name)
