@@ -23,6 +23,7 @@ import json
 import mmap
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -65,12 +66,18 @@ class Checkpoint(WeightSource):
         if not length:
             return torch.empty(shape, dtype=dtype)
         start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        convert = stored_dtype != dtype
         with open(path, "rb") as f:
+            # Read-only where only the conversion reads it: such a map is not private
+            # memory (RLIMIT_DATA leaves it out); a tensor handed on is copy-on-write.
             mapped = mmap.mmap(f.fileno(), length + offset - start, offset=start,
-                               access=mmap.ACCESS_COPY)
-        t = torch.frombuffer(mapped, dtype=stored_dtype, count=length // stored_dtype.itemsize,
-                             offset=offset - start).reshape(shape)
-        return t if stored_dtype == dtype else t.to(dtype)
+                               access=mmap.ACCESS_READ if convert else mmap.ACCESS_COPY)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "not writable": never written
+            t = torch.frombuffer(mapped, dtype=stored_dtype,
+                                 count=length // stored_dtype.itemsize,
+                                 offset=offset - start).reshape(shape)
+        return t.to(dtype) if convert else t
 
     def tensor(self, name: str) -> torch.Tensor:
         name = _unwrapped(name)
