@@ -157,3 +157,25 @@ def test_meta_model_buffers_equal_from_pretrained_ones(tmp_path):
             for key, p in ref.named_parameters():
                 got = checkpoint.load(key, p.dtype)
                 assert torch.equal(got, p.detach()), (name, dtype, key)
+
+
+def test_where_scalar_overloads_match_eager(tmp_path):
+    """A model on the meta device captures torch.where with a Python number as
+    where.ScalarOther (Gemma2's masks): these overloads, in onnxruntime."""
+    import onnxruntime as ort
+
+    class Where(torch.nn.Module):
+        def forward(self, c, x):
+            where = torch.ops.aten.where
+            return (where.ScalarOther(c, x, -3.5), where.ScalarSelf(c, 2, x),
+                    where.Scalar(c, 1.5, 2))
+
+    c, x = torch.rand(3, 4) > 0.5, torch.randn(3, 4, dtype=torch.float16)
+    pt2onnx.export(Where(), (c, x), tmp_path / "where.onnx")
+    session = ort.InferenceSession(str(tmp_path / "where.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    got = session.run(None, {names[0]: c.numpy(), names[1]: x.numpy()})
+    for a, b in zip(got, Where()(c, x)):
+        assert a.dtype == b.numpy().dtype
+        np.testing.assert_array_equal(a, b.numpy())
