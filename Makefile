@@ -71,7 +71,7 @@ test-models-hf:
 # extra; without it these tests skip), on the dev pins.
 LLM_TORCH ?= 2.13.0
 test-llm:
-	venv=$$($(MKVENV) $(LLM_TORCH) dev,llm) && $(IN_SRC) $$venv/bin/python -m pytest -q -n 2 tests/test_export_llm.py tests/test_llm_stamp.py tests/test_llm_fused.py
+	venv=$$($(MKVENV) $(LLM_TORCH) dev,llm) && $(IN_SRC) $$venv/bin/python -m pytest -q -n 2 tests/test_export_llm.py tests/test_llm_stamp.py tests/test_llm_fused.py tests/test_llm_meta.py
 
 # export-llm against onnxruntime-genai's model builder: export time, size, ms per token.
 bench-llm:

@@ -109,6 +109,10 @@ def functional_variant(node: torch.fx.Node) -> Any:
     """
     op = node.target
     assert isinstance(op, torch._ops.OpOverload)
+    if op == torch.ops.aten.detach_.default:
+        # It changes only autograd state; the value is its input's, whatever aliases it
+        # (torch.tensor([], device="meta") is a lifted constant, then detach_).
+        return torch.ops.aten.detach.default
     schema = op._schema
     name = schema.name.split("::")[-1]
     if not name.endswith("_") or name.endswith("__") or not schema.arguments:
@@ -205,6 +209,14 @@ def _on_cpu(val: Any) -> Any:
     decomposition creates lands on the CPU as it would in the recorded run."""
     if not isinstance(val, torch.Tensor) or val.device.type != "meta":
         return val
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(val, FakeTensor):
+        # torch.export's values of a model on the meta device: the same, on the CPU, in
+        # their own mode (symbolic sizes stay symbolic).
+        with val.fake_mode:
+            return torch.empty_strided(val.shape, val.stride(), dtype=val.dtype,
+                                       device="cpu")
     if not _META_FAKES:
         from torch._subclasses.fake_tensor import FakeTensorMode
 

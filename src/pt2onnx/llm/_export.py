@@ -15,7 +15,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import InvalidInputError
-from pt2onnx.llm import _attention, _families, _fuse, _genai, _norm, _quant, _stamp, _wrapper
+from pt2onnx.llm import _attention, _families, _fuse, _genai, _meta, _norm, _quant, _stamp, _wrapper
 from pt2onnx.llm._families import Layout
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "int4": torch.float32}
@@ -123,18 +123,30 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
                 opset: int | None, tokenizer: Any, int4_block_size: int,
                 int4_accuracy_level: int, fuse_projections: bool, stamp: bool,
                 fusion: _Fusion, start: float) -> LLMExport:
-    model, folder = _load(model_or_dir, dtype)
+    notes: list[str] = []
+    model, folder, checkpoint = _load(model_or_dir, dtype, notes)
     config = model.config
     model_type = _families.check_family(config)
     out.mkdir(parents=True, exist_ok=True)
-    notes: list[str] = []
-    prog = layout = None
-    if stamp:
-        prog, layout = _stamped(model, config, model_type, dtype, opset, notes, fusion)
-    if prog is None or layout is None:
-        layout = _wrapper.probe(model, config, model_type)
-        prog = _capture(model, layout, dtype, opset, notes, fusion=fusion)
-        layout = fusion.layout(layout)
+    try:
+        prog, layout = _graph(model, config, model_type, dtype, opset, stamp, notes,
+                              checkpoint, fusion)
+    except Exception as exc:
+        if checkpoint is None:
+            raise
+        # The meta-device model did not capture: today's load, and the model's own
+        # error (if it has one) comes again from there.
+        text = str(exc).strip().splitlines()
+        notes = [f"the weights were loaded with from_pretrained, not streamed from the "
+                 f"checkpoint: the model built on the meta device did not export "
+                 f"({type(exc).__name__}: {text[0][:200] if text else ''})."]
+        assert folder is not None
+        checkpoint = None
+        model, folder = _load_pretrained(folder, dtype)
+        config = model.config
+        fusion = _Fusion(fusion.requested)
+        prog, layout = _graph(model, config, model_type, dtype, opset, stamp, notes, None,
+                              fusion)
     in_names, _ = _wrapper.names(layout)
     if not layout.known:
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
@@ -154,7 +166,7 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     path = out / MODEL_FILE
     for stale in (path, path.with_name(path.name + ".data")):
         stale.unlink(missing_ok=True)
-    prog.save(path, external_data=True)
+    prog.save(path, external_data=True, weights=checkpoint)
     generation = getattr(model, "generation_config", None)
     cfg = _genai.config_dict(layout, config, generation, MODEL_FILE, in_names,
                              share_buffer=_attention.shares_buffer(prog.model))
@@ -177,7 +189,10 @@ class _Fusion:
              notes: list[str]) -> _wrapper.DecoderWithCache:
         if self.on and not self.checked:
             self.checked = True
-            reason, self.no_positions = _attention.check(model, layout, dtype)
+            # The check compares values: a model on the meta device has none, so it
+            # runs on a stand-in with random weights of the same config.
+            checked, checked_layout = _meta.stand_in(model, layout, dtype)
+            reason, self.no_positions = _attention.check(checked, checked_layout, dtype)
             if reason is not None:
                 self.on = False
                 notes.append(f"the attention was not fused into GroupQueryAttention ({reason}); "
@@ -193,6 +208,23 @@ class _Fusion:
         return layout
 
 
+def _graph(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.dtype,
+           opset: int | None, stamp: bool, notes: list[str],
+           checkpoint: _meta.Checkpoint | None, fusion: _Fusion) -> tuple[Any, Layout]:
+    """The captured (and stamped) program; its weights read from ``checkpoint`` when
+    the model is on the meta device."""
+    prog = layout = None
+    if stamp:
+        prog, layout = _stamped(model, config, model_type, dtype, opset, notes, fusion)
+    if prog is None or layout is None:
+        layout = _wrapper.probe(model, config, model_type)
+        prog = _capture(model, layout, dtype, opset, notes, fusion=fusion)
+        layout = fusion.layout(layout)
+    if checkpoint is not None:
+        _meta.attach(prog.model, checkpoint)
+    return prog, layout
+
+
 def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: int | None,
              notes: list[str], optimize: bool = True, fusion: _Fusion | None = None) -> Any:
     """pt2onnx.export of the model wrapped for genai's I/O."""
@@ -206,7 +238,8 @@ def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: 
     with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache():
         warnings.simplefilter("always")
         prog = pt2onnx.export(
-            wrapper, _wrapper.example(layout, dtype), None, input_names=in_names,
+            wrapper, _meta.example(model, _wrapper.example(layout, dtype)), None,
+            input_names=in_names,
             output_names=out_names, dynamic_shapes=_wrapper.dynamic_shapes(layout), opset=opset,
             optimize=optimize)
     notes.extend(str(w.message) for w in caught)
@@ -308,7 +341,10 @@ def _agrees(model: ir.Model, layout: Layout) -> bool:
             and present[3] == layout.head_size)
 
 
-def _load(model_or_dir: Any, dtype: torch.dtype) -> tuple[torch.nn.Module, Path | None]:
+def _load(model_or_dir: Any, dtype: torch.dtype, notes: list[str],
+          ) -> tuple[torch.nn.Module, Path | None, _meta.Checkpoint | None]:
+    """The model, its checkpoint folder, and the checkpoint its weights stream from
+    when it was built on the meta device (None: its weights are loaded)."""
     if isinstance(model_or_dir, torch.nn.Module):
         if not hasattr(model_or_dir, "config"):
             raise InvalidInputError(
@@ -318,20 +354,37 @@ def _load(model_or_dir: Any, dtype: torch.dtype) -> tuple[torch.nn.Module, Path 
         model = model_or_dir
         if next(model.parameters()).dtype != dtype:
             model = model.to(dtype)
-        return model.eval(), None
+        return model.eval(), None, None
     folder = Path(model_or_dir)
     if not (folder / "config.json").is_file():
         raise InvalidInputError(
             f"{folder} is not a transformers checkpoint folder (no config.json). Next step: "
             "pass the folder save_pretrained wrote (config.json plus the weights).")
     try:
-        from transformers import AutoConfig, AutoModelForCausalLM
+        from transformers import AutoConfig
     except ImportError as exc:
         raise InvalidInputError(
             "export-llm loads checkpoints with transformers, which is not installed. "
             "Next step: pip install transformers.") from exc
     config = AutoConfig.from_pretrained(folder)
     _families.check_family(config)
+    if _meta.enabled():
+        try:
+            model, checkpoint = _meta.load(folder, config, dtype)
+            return model, folder, checkpoint
+        except _meta.NotStreamable as exc:
+            notes.append(f"the weights were loaded with from_pretrained, not streamed from "
+                         f"the checkpoint: {exc}.")
+    model, _ = _load_pretrained(folder, dtype, config)
+    return model, folder, None
+
+
+def _load_pretrained(folder: Path, dtype: torch.dtype, config: Any = None,
+                     ) -> tuple[torch.nn.Module, Path]:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if config is None:
+        config = AutoConfig.from_pretrained(folder)
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
     except TypeError:  # transformers < 4.56 names it torch_dtype

@@ -85,6 +85,9 @@ def _source(w: ir.Value) -> Callable[[], torch.Tensor]:
     src = w.meta.get("pt2onnx.transpose_src")
     if isinstance(src, torch.Tensor):  # a lazily transposed parameter
         return lambda: src.detach().t()
+    rows = w.meta.get("pt2onnx.rows")
+    if callable(rows):  # Linear's [N, K], read when written (export-llm's streamed weights)
+        return lambda: rows().t()
     raw = getattr(w.const_value, "raw", None)
     if isinstance(raw, torch.Tensor):
         return lambda: raw.detach()

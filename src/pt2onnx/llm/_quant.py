@@ -107,6 +107,7 @@ class _Job:
     def __init__(self, rows: Callable[[], torch.Tensor], block: int) -> None:
         self.rows, self.block = rows, block
         self.result: tuple[np.ndarray, np.ndarray] | None = None
+        self.taken: set[int] = set()
 
     def __call__(self) -> tuple[np.ndarray, np.ndarray]:
         if self.result is None:
@@ -114,11 +115,18 @@ class _Job:
             self.result = (packed, scales.astype(np.float32))
         return self.result
 
+    def _take(self, i: int) -> np.ndarray:
+        out = self()[i]
+        self.taken.add(i)
+        if len(self.taken) == 2:  # both written: not kept (a later save computes it again)
+            self.result, self.taken = None, set()
+        return out
+
     def packed(self) -> np.ndarray:
-        return self()[0]
+        return self._take(0)
 
     def scales(self) -> np.ndarray:
-        return self()[1]
+        return self._take(1)
 
 
 def _rows(b: ir.Value) -> Callable[[], torch.Tensor]:

@@ -78,9 +78,13 @@ def probe(model: torch.nn.Module, config: Any, model_type: str) -> Layout:
 
     uses_position_ids = "position_ids" in inspect.signature(model.forward).parameters
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    ids = torch.tensor([[1, 2]], dtype=torch.int64)
+    # On the meta device (export-llm streaming the weights) the ids are meta too, and
+    # the mask is left out: the mask code would read its values (all ones here).
+    on_meta = any(p.is_meta for p in model.parameters())
+    ids = torch.tensor([[1, 2]], dtype=torch.int64, device="meta" if on_meta else None)
     with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+        out = model(input_ids=ids, attention_mask=None if on_meta else torch.ones_like(ids),
+                    use_cache=True)
     layers = _cache_layers(out.past_key_values)
     for i, layer in enumerate(layers):
         # Exactly these: linear-attention and indexed layers subclass DynamicLayer too.

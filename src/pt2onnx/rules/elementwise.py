@@ -336,9 +336,10 @@ for _name, _onnx, _neg in (
 # -- selection -------------------------------------------------------------------
 
 
-@translation(aten.where.self)
+@translation([aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar])
 def where(g: RuleContext, cond: ir.Value, a: Any, b: Any) -> ir.Value:
-    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor"""
+    """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor; the Scalar
+    overloads (a model on the meta device gets them for Python numbers)."""
     cond = g.cast(cond, ir.DataType.BOOL)
     if g.dtype == ir.DataType.BOOL:
         # onnxruntime has no bool kernel for Where: select on uint8 and cast back.

@@ -1,0 +1,391 @@
+"""export-llm from the meta device: the weights streamed from the checkpoint.
+
+A checkpoint folder is not loaded with ``from_pretrained``. The model is built from
+its config with every parameter on the meta device (buffers real: they are small,
+and the rotary tables, embedding scales and position tables among them are computed
+rather than stored), captured from there, and each weight of the graph becomes a
+lazy initializer that reads its tensor from the checkpoint's safetensors files and
+converts it to the export's dtype when the writer gets to it (a tensor kept as stored
+is copied through a small buffer; one to convert, transpose, join or quantize is
+mapped from the file while it is used). So the process holds about one weight at a
+time plus the graph, not the model, whatever the precision.
+
+Where a checkpoint can't go this way (``.bin`` weights, tensors transformers converts
+as it loads, a family that keeps some weights in float32, a forward that makes data on
+the model's device, torch < 2.13), export-llm loads the model with ``from_pretrained``
+as before, with the reason in ``LLMExport.warnings``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import onnx_ir as ir
+import torch
+
+from pt2onnx import _compat
+from pt2onnx._builder import torch_dtype
+from pt2onnx._save import is_meta
+from pt2onnx._weights import WeightSource, _Safetensors
+from pt2onnx.errors import SaveError
+
+ENV = "PT2ONNX_LLM_META"  # "0": load with from_pretrained instead
+_WRAPPER = "model."  # the export wrapper holds the transformers model as .model
+_INDEX = "model.safetensors.index.json"
+
+
+class NotStreamable(Exception):
+    """The checkpoint can't be exported from the meta device; the message says why."""
+
+
+class Checkpoint(WeightSource):
+    """A checkpoint's tensors by the model's state_dict names, read one at a time.
+
+    Also the ``weights=`` source the export is saved with: its initializers ask for
+    the wrapper's names (``model.<name>``), each in the dtype :func:`attach` noted.
+    """
+
+    def __init__(self, source: _Safetensors, names: dict[str, str]) -> None:
+        self.source = source
+        self.names = names  # the model's name -> the checkpoint's (tied names share one)
+        self.dtypes: dict[str, torch.dtype] = {}  # the graph's dtype of each name
+
+    def load(self, name: str, dtype: torch.dtype) -> torch.Tensor:
+        """The tensor the model calls ``name``, as ``dtype``: its bytes mapped from the
+        file (private copy-on-write: never written back), converted if need be. The
+        map goes when the tensor does, so the pages stay resident only meanwhile."""
+        path, stored_dtype, shape, offset, length = self.source.index[self.names[name]]
+        if not length:
+            return torch.empty(shape, dtype=dtype)
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        convert = stored_dtype != dtype
+        with open(path, "rb") as f:
+            # Read-only where only the conversion reads it: such a map is not private
+            # memory (RLIMIT_DATA leaves it out); a tensor handed on is copy-on-write.
+            mapped = mmap.mmap(f.fileno(), length + offset - start, offset=start,
+                               access=mmap.ACCESS_READ if convert else mmap.ACCESS_COPY)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "not writable": never written
+            t = torch.frombuffer(mapped, dtype=stored_dtype,
+                                 count=length // stored_dtype.itemsize,
+                                 offset=offset - start).reshape(shape)
+        return t.to(dtype) if convert else t
+
+    def tensor(self, name: str) -> torch.Tensor:
+        name = _unwrapped(name)
+        return self.load(name, self.dtypes[name])
+
+    def copy_into(self, name: str, out: BinaryIO, dtype: torch.dtype,
+                  shape: tuple[int, ...]) -> int:
+        path, stored_dtype, _, offset, length = self.source.index[self.names[_unwrapped(name)]]
+        if stored_dtype != dtype:
+            return super().copy_into(name, out, dtype, shape)
+        scratch = _scratch()  # as stored: copied through in pieces
+        with open(path, "rb", buffering=0) as f:
+            f.seek(offset)
+            left = length
+            while left:
+                n = min(len(scratch), left)
+                _read_exactly(f, scratch[:n])
+                out.write(scratch[:n])
+                left -= n
+        return length
+
+
+_SCRATCH_BYTES = 8 * 2**20
+_local = threading.local()
+
+
+def _scratch() -> memoryview:
+    """This thread's read buffer (reused: a fresh one would be faulted in every time)."""
+    buf = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = memoryview(bytearray(_SCRATCH_BYTES))
+    return buf
+
+
+def _read_exactly(f: Any, view: memoryview) -> None:
+    done = 0
+    while done < len(view):
+        n = f.readinto(view[done:])
+        if not n:
+            raise SaveError(f"{f.name} ends before its tensors do (truncated?)")
+        done += n
+
+
+def _unwrapped(name: str) -> str:
+    return name[len(_WRAPPER):] if name.startswith(_WRAPPER) else name
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1") != "0"
+
+
+def load(folder: Path, config: Any, dtype: torch.dtype) -> tuple[torch.nn.Module, Checkpoint]:
+    """The model built on the meta device (buffers real) and where its weights are.
+
+    Raises NotStreamable when the checkpoint must be loaded with from_pretrained.
+    """
+    if not _compat.META_DEVICE_EXPORT:
+        raise NotStreamable(f"torch {_compat.TORCH_VERSION_STRING} can't capture a model on "
+                            "the meta device (2.13 or later can)")
+    files = _safetensors_files(folder)
+    if getattr(config, "quantization_config", None) is not None:
+        raise NotStreamable("the checkpoint is quantized (its config has a "
+                            "quantization_config), and transformers converts it as it loads")
+    from transformers import AutoModelForCausalLM
+
+    with _params_on_meta():
+        try:
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        except TypeError:  # transformers < 4.56 names it torch_dtype
+            model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+    keep = [*(getattr(model, "_keep_in_fp32_modules", None) or []),
+            *(getattr(model, "_keep_in_fp32_modules_strict", None) or [])]
+    if keep and dtype != torch.float32:
+        raise NotStreamable(f"{type(model).__name__} keeps {', '.join(keep)} in float32 "
+                            "when loaded in half precision")
+    source = _Safetensors(files)
+    checkpoint = Checkpoint(source, _resolve(model, source.index))
+    _fill_buffers(model, checkpoint)
+    _generation_config(model, folder)
+    return model.eval(), checkpoint
+
+
+def _safetensors_files(folder: Path) -> list[Path]:
+    index = folder / _INDEX
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        files = [folder / s for s in shards]
+        missing = [str(f.name) for f in files if not f.is_file()]
+        if missing:
+            raise NotStreamable(f"{_INDEX} names shards that are not there: {missing[:3]}")
+        return files
+    if (folder / "model.safetensors").is_file():
+        return [folder / "model.safetensors"]
+    found = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
+    raise NotStreamable("the checkpoint has no safetensors weights"
+                        + (f" (it has {', '.join(found[:3])})" if found else ""))
+
+
+@contextlib.contextmanager
+def _params_on_meta() -> Iterator[None]:
+    """Every parameter registered meanwhile goes to the meta device; buffers stay real.
+
+    A module's parameter is made (empty, untouched) on the CPU, then moved here as it is
+    registered, so its memory is never written; initialisers then run on meta tensors.
+    """
+    original = torch.nn.Module.register_parameter
+
+    def register(self: torch.nn.Module, name: str, param: Any) -> None:
+        if param is not None and not param.is_meta:
+            param = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        original(self, name, param)
+
+    torch.nn.Module.register_parameter = register  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = original  # type: ignore[method-assign]
+
+
+def _resolve(model: torch.nn.Module, index: dict[str, Any]) -> dict[str, str]:
+    """The checkpoint name of each parameter and persistent buffer, tied ones included."""
+    persistent = set(model.state_dict(keep_vars=True))
+    groups: dict[int, list[str]] = {}
+    tensors: dict[int, torch.Tensor] = {}
+    named = [*model.named_parameters(remove_duplicate=False),
+             *((n, b) for n, b in model.named_buffers(remove_duplicate=False) if n in persistent)]
+    for name, t in named:
+        groups.setdefault(id(t), []).append(name)
+        tensors[id(t)] = t
+    renamed = _renamings(model, index, persistent)
+    names: dict[str, str] = {}
+    for key, aliases in groups.items():
+        t = tensors[key]
+        stored = next((a for a in aliases if a in index), None)
+        if stored is None:
+            stored = next((renamed[a] for a in aliases if a in renamed), None)
+        if stored is None:
+            if not t.is_meta:
+                continue  # a buffer the checkpoint leaves out keeps its computed value
+            raise NotStreamable(
+                f"the checkpoint has no tensor {aliases[0]!r} (it names its tensors otherwise "
+                "than the model, and transformers converts them as it loads)")
+        _, got_dtype, got_shape, _, _ = index[stored]
+        if got_shape != tuple(t.shape):
+            raise NotStreamable(f"{stored} is {list(got_shape)} in the checkpoint, "
+                                f"{list(t.shape)} in the model")
+        if got_dtype != t.dtype and not (got_dtype.is_floating_point and t.is_floating_point()):
+            raise NotStreamable(f"{stored} is {got_dtype} in the checkpoint, {t.dtype} in the "
+                                "model")
+        for alias in aliases:
+            names[alias] = stored
+    return names
+
+
+def _renamings(model: torch.nn.Module, index: dict[str, Any], state: set[str],
+               ) -> dict[str, str]:
+    """The model's name -> the checkpoint's, for tensors transformers only renames as it
+    loads (GPT-NeoX's embed_out is lm_head); empty where transformers has no such table
+    (before 5.0). Tensors it converts (experts joined into one) are left out."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+        renamings = [t for t in get_model_conversion_mapping(model)  # type: ignore[arg-type]
+                     if isinstance(t, WeightRenaming)]
+        if not renamings:
+            return {}
+        meta = dict.fromkeys(state, True)
+        prefix = getattr(model, "base_model_prefix", None) or None
+        out: dict[str, str] = {}
+        for stored in index:
+            name, _ = rename_source_key(stored, renamings, [], prefix, meta)
+            if name != stored:
+                out[name] = stored
+        return out
+    except Exception:  # another transformers: only the names as they are
+        return {}
+
+
+def _fill_buffers(model: torch.nn.Module, checkpoint: Checkpoint) -> None:
+    """Persistent buffers from the checkpoint; the computed ones as from_pretrained
+    leaves them (transformers 5 computes them again with its weight init, outside the
+    dtype it builds the model in: GPT-J's sinusoids are float32 from there)."""
+    init = getattr(model, "_init_weights", None)
+    for module in model.modules():
+        if module._non_persistent_buffers_set and callable(init):
+            with contextlib.suppress(Exception):  # a model whose init needs real weights
+                init(module)
+    for name, buf in model.named_buffers(remove_duplicate=False):
+        if name in checkpoint.names and not buf.is_meta:
+            buf.copy_(checkpoint.load(name, buf.dtype))
+
+
+def _generation_config(model: torch.nn.Module, folder: Path) -> None:
+    if not (folder / "generation_config.json").is_file():
+        return
+    from transformers import GenerationConfig
+
+    with contextlib.suppress(Exception):  # from_config's default stays
+        setattr(model, "generation_config", GenerationConfig.from_pretrained(folder))  # noqa: B010
+
+
+def example(model: torch.nn.Module, args: Any) -> Any:
+    """The capture's example inputs, on the meta device where the model is: the model's
+    own code moves tensors to its activations' device, and meta beside CPU tensors
+    fails there."""
+    if not any(p.is_meta for p in model.parameters()):
+        return args
+    return _to_meta(args)
+
+
+def _to_meta(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to("meta")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_to_meta(v) for v in x)
+    return x
+
+
+def attach(graph_model: ir.Model, checkpoint: Checkpoint) -> int:
+    """Points each meta initializer of the export at its checkpoint tensor; returns how
+    many. Raises NotStreamable for one that is not a checkpoint tensor (a constant the
+    forward made on the meta device holds no data).
+
+    Each stays a meta initializer, which ``save(weights=checkpoint)`` streams (as stored,
+    in pieces; or converted, one tensor at a time; transposed block by block). Its
+    value becomes a lazy read for the passes that compute from it (q/k/v joined into
+    one MatMul, int4), and ``pt2onnx.rows`` reads it as Linear's ``[N, K]``.
+    """
+    count = 0
+    for value in list(graph_model.graph.initializers.values()):
+        if not is_meta(value):
+            continue
+        tensor = value.const_value
+        assert tensor is not None
+        dtype, shape = torch_dtype(tensor.dtype), tuple(tensor.shape.numpy())
+        transposed = value.meta.get("pt2onnx.transpose_of")
+        key = str(transposed if transposed is not None
+                  else value.meta.get("pt2onnx.weight", value.name))
+        name = _unwrapped(key)
+        if name not in checkpoint.names:
+            raise NotStreamable(f"initializer {value.name} comes from {key}, which is not a "
+                                "checkpoint tensor")
+        if checkpoint.dtypes.setdefault(name, dtype) != dtype:
+            raise NotStreamable(f"{key} is read as {checkpoint.dtypes[name]} and as {dtype}")
+        read = _reader(checkpoint, name, dtype)
+        if transposed is not None:
+            make = _transposed(read)
+            value.meta.pop("pt2onnx.transpose_src", None)  # the meta tensor
+            value.meta["pt2onnx.rows"] = read
+        else:
+            make = read
+            if len(shape) == 2:
+                value.meta["pt2onnx.rows"] = _transposed(read)
+        value.meta["pt2onnx.meta"] = True
+        value.const_value = ir.LazyTensor(_adapter(make, value.name or name),
+                                          dtype=tensor.dtype, shape=ir.Shape(shape),
+                                          name=value.name)
+        count += 1
+    return count
+
+
+def _reader(checkpoint: Checkpoint, name: str, dtype: torch.dtype) -> Callable[[], torch.Tensor]:
+    return lambda: checkpoint.load(name, dtype)
+
+
+def _transposed(read: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    return lambda: read().t()
+
+
+def _adapter(make: Callable[[], torch.Tensor], name: str) -> Callable[[], ir.TensorProtocol]:
+    return lambda: ir.tensor_adapters.TorchTensor(make().contiguous(), name=name)
+
+
+def stand_in(model: torch.nn.Module, layout: Any, dtype: torch.dtype) -> tuple[Any, Any]:
+    """``(model, layout)`` as they are when the model has its weights; for a model on the
+    meta device, a model of the same config with random weights, cut to the fewest first
+    layers that hold every kind of layer it has (at least 2), and its layout. For checks
+    that compare values (the fused attention's): they depend on the architecture, not on
+    the weights."""
+    if not any(p.is_meta for p in model.parameters()):
+        return model, layout
+    import copy
+    import dataclasses
+
+    from transformers import AutoModelForCausalLM
+
+    cut: Any = copy.deepcopy(getattr(model, "config"))  # noqa: B009
+    text = cut.get_text_config() if hasattr(cut, "get_text_config") else cut
+    n = layout.num_layers
+    lists = {k: v for k, v in vars(text).items() if isinstance(v, (list, tuple)) and len(v) == n}
+    keep = 2
+    for v in lists.values():
+        seen: list[Any] = []
+        for i, kind in enumerate(v):
+            if kind not in seen:
+                seen.append(kind)
+                keep = max(keep, i + 1)
+    keep = min(keep, n)
+    for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        if isinstance(vars(text).get(k), int):
+            setattr(text, k, keep)
+    for k, v in lists.items():
+        setattr(text, k, type(v)(v[:keep]))
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        try:
+            real = AutoModelForCausalLM.from_config(cut, dtype=dtype)
+        except TypeError:  # transformers < 4.56 names it torch_dtype
+            real = AutoModelForCausalLM.from_config(cut, torch_dtype=dtype)
+    return real.eval(), dataclasses.replace(layout, num_layers=keep)
