@@ -113,11 +113,17 @@ def _wider(module: torch.nn.Module, args: tuple[Any, ...], actual: list[Any],
     for p in [*wide.parameters(), *wide.buffers()]:
         if p.dtype in widen:
             p.data = p.data.to(widen[p.dtype])
+    default = torch.get_default_dtype()
     try:
+        # Floats the program makes from Python numbers (torch.where(m, ints, 0.5),
+        # torch.full) are the default dtype: widened with the rest.
+        torch.set_default_dtype(widen.get(default, default))
         with torch.no_grad():
             outs = flatten_tensors(wide(*[up(a) for a in copy.deepcopy(args)]))
     except Exception:  # the wider dtype changes a promotion or an op refuses it
         return None
+    finally:
+        torch.set_default_dtype(default)
     if len(outs) != len(actual):
         return None
     narrow = {np.dtype(np.float16): torch.float16, np.dtype(np.float32): torch.float32}
