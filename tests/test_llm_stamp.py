@@ -58,7 +58,8 @@ def _feeds(session, seed=0, batch=2, past=7, seq=5):
     rng = np.random.default_rng(seed)
     names = {i.name for i in session.get_inputs()}
     mask = np.ones((batch, past + seq), np.int64)
-    mask[1, :3] = 0  # left padding
+    if batch > 1:
+        mask[1, :3] = 0  # left padding
     feeds = {"input_ids": rng.integers(3, 128, (batch, seq)), "attention_mask": mask}
     if "position_ids" in names:
         feeds["position_ids"] = np.maximum(mask.cumsum(-1) - 1, 0)[:, past:]
