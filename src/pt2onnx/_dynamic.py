@@ -401,11 +401,23 @@ def _export_refined(
     with log, mode():
         try:
             program = _export(module, args, kwargs, spec, strict)
-            return _checked(Refined(program, spec), inputs, log)
         except Exception as exc:
             if not is_constraint_violation(exc):
                 raise
             first: BaseException = exc
+    if "first" not in locals():
+        try:
+            return _checked(Refined(program, spec), inputs, log)
+        except CaptureError:
+            # torch 2.12 specialises a Dim whose guards it cannot prove without saying
+            # so: the guards it logged decide, as for a violation.
+            from pt2onnx._guards_hold import export_if_guards_hold
+
+            held = export_if_guards_hold(module, args, kwargs, spec, strict, "", declared,
+                                         log, mode)
+            if held is None:
+                raise
+            return held
     fixes = suggested_fixes(str(first))
     real = {name for name, fix in fixes}  # what the size-oblivious capture itself fixes
     text = str(first)

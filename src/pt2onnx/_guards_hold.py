@@ -23,7 +23,15 @@ from typing import Any
 
 import torch
 
-from pt2onnx._dynamic import DeclaredAxis, GuardLog, Refined, _checked, _export, bound_inputs
+from pt2onnx._dynamic import (
+    DeclaredAxis,
+    GuardLog,
+    Refined,
+    _checked,
+    _export,
+    _source_symbols,
+    bound_inputs,
+)
 
 EXHAUSTIVE = 1 << 16
 _LINE = re.compile(r"Not all values of (\w+) = (.+?) in the specified range(?: (\d+) <= \w+ <="
@@ -84,21 +92,57 @@ def _sizes(lo: int, hi: int | None) -> tuple[list[int], bool]:
     return sorted(set(sizes)), False
 
 
+_SYMPY = {"Eq": lambda a, b: a == b, "Ne": lambda a, b: a != b, "Mod": lambda a, b: a % b,
+          "FloorDiv": lambda a, b: a // b, "CeilToInt": lambda a: -(-a // 1),
+          "Max": max, "Min": min, "Abs": abs, "True": True, "False": False}
+
+
+def _compiled_symbolic(guard: str, symbols: set[str]) -> Callable[[int], bool] | None:
+    """A guard as torch's shape env logs it (``Eq(((2*s0 - 1)//s0), 1)``) as a function
+    of the one size its symbols stand for."""
+    names = set(re.findall(r"[A-Za-z_]\w*", guard))
+    if not names & symbols or names - symbols - set(_SYMPY):
+        return None
+    try:
+        code = compile(guard, "<guard>", "eval")
+    except SyntaxError:
+        return None
+
+    def holds(b: int) -> bool:
+        return bool(eval(code, {"__builtins__": {}, **_SYMPY}, dict.fromkeys(symbols, b)))
+
+    return holds
+
+
 def guards_hold(message: str, sources: dict[str, set[str]],
-                ranges: dict[str, tuple[int, int | None]]) -> tuple[set[str], list[str]] | None:
+                ranges: dict[str, tuple[int, int | None]],
+                logged: dict[str, tuple[set[str], list[str]]] | None = None,
+                ) -> tuple[set[str], list[str]] | None:
     """The Dims whose violated guards all hold over their range, and a note per Dim;
-    None when any guard fails somewhere or cannot be read."""
+    None when any guard fails somewhere or cannot be read. The guards are the lines of
+    the violation; where torch only says it specialised a Dim (torch 2.12), every
+    guard the capture logged on the Dim's symbols (``logged``: name -> (symbols,
+    guards))."""
     found = violated_guards(message)
-    if found is None:
+    compile_as: Callable[[str, str], Callable[[int], bool] | None]
+    if found is not None:
+        def compile_as(guard: str, name: str) -> Callable[[int], bool] | None:
+            return _compiled(guard, sources.get(name, set()))
+    elif logged:
+        found = {name: guards for name, (_, guards) in logged.items() if guards}
+
+        def compile_as(guard: str, name: str) -> Callable[[int], bool] | None:
+            return _compiled_symbolic(guard, logged[name][0])
+    if not found:
         return None
     notes = []
     for name, guards in found.items():
-        if name not in sources or name not in ranges:
+        if name not in ranges:
             return None
         lo, hi = ranges[name]
         sizes, exhaustive = _sizes(lo, hi)
         for guard in guards:
-            holds = _compiled(guard, sources[name])
+            holds = compile_as(guard, name)
             if holds is None:
                 return None
             try:
@@ -144,7 +188,15 @@ def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs
             # torch.export holds a dynamic dim at 2 or more; an unbounded max is huge.
             ranges[a.name] = (max(lo if isinstance(lo, int) else 0, 2),
                               hi if isinstance(hi, int) and hi < 2**31 else None)
-    verdict = guards_hold(text, sources, ranges)
+    logged: dict[str, tuple[set[str], list[str]]] = {}
+    for name in ranges:
+        axes = [a for a in declared if a.name == name]
+        symbols = set(_source_symbols(axes, log))
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, symbols)) + r")\b")
+        logged[name] = (symbols, sorted({g.expr.removeprefix("runtime_assert ").strip()
+                                         for g in log.guards
+                                         if symbols and pattern.search(g.expr)}))
+    verdict = guards_hold(text, sources, ranges, logged)
     if verdict is None:
         return None
     names, notes = verdict
