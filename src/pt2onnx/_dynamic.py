@@ -379,7 +379,9 @@ def export_refined(
     inputs = bound_inputs(module, args, kwargs)
     declared = declared_axes(inputs, spec)
     _check_ranges(declared)
-    scaled = _scaled_example(args, kwargs, inputs, declared)
+    from pt2onnx._resize import scaled_example  # sympy: only for dynamic exports
+
+    scaled = scaled_example(args, kwargs, inputs, declared)
     if scaled is not None:
         # No declared dim is 1 there, so an ordinary capture does not specialise, and
         # it states every bound and relation it needs as a suggested fix.
@@ -474,41 +476,6 @@ def _export_refined(
                 ) from None
             raise
     return _checked(Refined(program, refined, notes=notes), inputs, log)
-
-
-def _scaled_example(
-    args: tuple[Any, ...], kwargs: dict[str, Any], inputs: dict[str, Any],
-    declared: list[DeclaredAxis],
-) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-    """The example with every declared dim doubled, when one of them has size 1.
-
-    Even size-obliviously, a size-1 example can steer torch.export into a graph that
-    is wrong at other sizes (T5's attention, traced at batch 1, reshapes by
-    ``heads // batch``). Doubling every declared dim, not only the size-1 ones, keeps
-    relations such as total = past + seq; the repeated values stay valid inputs. None
-    when no declared dim has size 1, or when doubling leaves a Dim's range.
-    """
-    if not any(a.size == 1 for a in declared):
-        return None
-    # Dim.AUTO axes may be ones the model fixes (a feature size): only their 1s grow.
-    declared = [a for a in declared if a.name is not None or a.size == 1]
-    if any(isinstance(getattr(a.dim, "max", None), int) and 2 * a.size > a.dim.max
-           for a in declared):
-        return None
-    from pt2onnx._resize import _reshaped
-
-    targets: dict[str, list[int]] = {}
-    tensors = dict(tensor_leaves(inputs))
-    for a in declared:
-        shape = targets.setdefault(a.input, list(tensors[a.input].shape))
-        shape[a.axis] = 2 * a.size
-    by_id = {id(tensors[name]): shape for name, shape in targets.items()}
-
-    def grow(x: Any) -> Any:
-        return _reshaped(x, by_id[id(x)]) if id(x) in by_id else x
-
-    grown = pytree.tree_map(grow, (args, kwargs))
-    return grown[0], grown[1]
 
 
 def _checked(result: Refined, inputs: dict[str, Any], log: GuardLog) -> Refined:

@@ -16,6 +16,8 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
+from pt2onnx._dynamic import DeclaredAxis, tensor_leaves
+
 
 def _user_shapes(program: torch.export.ExportedProgram) -> list[Any]:
     user = set(program.graph_signature.user_inputs)
@@ -104,3 +106,36 @@ def _reshaped(t: torch.Tensor, shape: list[int]) -> torch.Tensor:
     for axis, n in enumerate(shape):
         out = out.narrow(axis, 0, n)
     return out.contiguous()
+
+
+def scaled_example(
+    args: tuple[Any, ...], kwargs: dict[str, Any], inputs: dict[str, Any],
+    declared: list[DeclaredAxis],
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """The example with every declared dim doubled, when one of them has size 1.
+
+    Even size-obliviously, a size-1 example can steer torch.export into a graph that
+    is wrong at other sizes (T5's attention, traced at batch 1, reshapes by
+    ``heads // batch``). Doubling every declared dim, not only the size-1 ones, keeps
+    relations such as total = past + seq; the repeated values stay valid inputs. None
+    when no declared dim has size 1, or when doubling leaves a Dim's range.
+    """
+    if not any(a.size == 1 for a in declared):
+        return None
+    # Dim.AUTO axes may be ones the model fixes (a feature size): only their 1s grow.
+    declared = [a for a in declared if a.name is not None or a.size == 1]
+    if any(isinstance(getattr(a.dim, "max", None), int) and 2 * a.size > a.dim.max
+           for a in declared):
+        return None
+    targets: dict[str, list[int]] = {}
+    tensors = dict(tensor_leaves(inputs))
+    for a in declared:
+        shape = targets.setdefault(a.input, list(tensors[a.input].shape))
+        shape[a.axis] = 2 * a.size
+    by_id = {id(tensors[name]): shape for name, shape in targets.items()}
+
+    def grow(x: Any) -> Any:
+        return _reshaped(x, by_id[id(x)]) if id(x) in by_id else x
+
+    grown = pytree.tree_map(grow, (args, kwargs))
+    return grown[0], grown[1]
