@@ -197,9 +197,10 @@ def test_int4_matches_eager_with_the_dequantized_weights(tmp_path):
     model = transformers.LlamaForCausalLM(cfg).eval()
     result = pt2onnx.export_llm(model, tmp_path / "onnx", precision="int4")
     linears = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
-    # Per layer: q/k/v fused, o, gate/up fused, down; then the LM head.
+    # Per layer: q/k/v joined (GroupQueryAttention reads them packed), o, gate, up,
+    # down; then the LM head.
     assert result.captured_layers < LAYERS  # stamped: the third layer's weights too
-    assert len(result.quantized) == 4 * LAYERS + 1
+    assert len(result.quantized) == 5 * LAYERS + 1
     with torch.no_grad():
         for m in linears.values():
             m.weight.copy_(pt2onnx.llm.quantize_rtn(m.weight)[2])
@@ -208,7 +209,8 @@ def test_int4_matches_eager_with_the_dequantized_weights(tmp_path):
     import onnxruntime as ort
 
     proto = onnx.load(str(result.model_path), load_external_data=False)
-    assert sum(n.op_type == "MatMulNBits" for n in proto.graph.node) == 4 * LAYERS + 1
+    assert sum(n.op_type == "MatMulNBits" for n in proto.graph.node) == 5 * LAYERS + 1
+    assert not [n for n in proto.graph.node if n.op_type == "Split"]
     weights = {i.name for i in proto.graph.initializer}
     assert not [n for n in proto.graph.node if n.op_type == "MatMul" and n.input[1] in weights]
     session = ort.InferenceSession(str(result.model_path), providers=["CPUExecutionProvider"])

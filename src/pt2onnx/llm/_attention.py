@@ -361,6 +361,25 @@ def _reads_no_length(node: Any) -> bool:
     return end <= 2 or start >= 3
 
 
+def reads_packed(nodes: list[Any]) -> bool:
+    """Whether MatMuls ``nodes`` (in graph order) are the q, k and v inputs of one
+    GroupQueryAttention and nothing else reads them: joined, pack_qkv packs them."""
+    if len(nodes) != 3:
+        return False
+    users = set()
+    for i, node in enumerate(nodes):
+        out = node.outputs[0]
+        uses = list(out.uses())
+        if len(uses) != 1 or out.is_graph_output():
+            return False
+        user, index = uses[0].node, uses[0].idx
+        if (user.domain, user.op_type) != (_gqa_rule.MS_DOMAIN, "GroupQueryAttention") \
+                or index != i:
+            return False
+        users.add(id(user))
+    return len(users) == 1
+
+
 def pack_qkv(model: Any) -> int:
     """GroupQueryAttention reading the three outputs of one Split (the joined q/k/v
     projection, see _fuse) takes the Split's input as its packed query instead, with

@@ -73,9 +73,10 @@ def export_llm(
         int4_accuracy_level: MatMulNBits' ``accuracy_level``; 0 computes in float32
             (exactly the dequantized weights), 4 lets onnxruntime quantize the
             activations to int8 (faster, not exact).
-        fuse_projections: one MatMul (then a Split) for the projections that read
-            the same activations (q/k/v, gate/up): one matrix-vector product per
-            decode step instead of several.
+        fuse_projections: one MatMul for the q/k/v projections that
+            GroupQueryAttention reads packed (with ``fused_ops``): one
+            matrix-vector product per decode step instead of three. Other shared-input
+            projections (gate/up) stay separate, which decodes faster.
         stamp: capture the decoder layers once per kind (one period of the layer
             pattern, twice) and copy that graph for every layer, instead of
             capturing every layer; the graph is the same. Default: on, unless the
@@ -152,8 +153,8 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
                      "was exported as onnxruntime-genai's generic 'decoder' type.")
     _name_total_dims(prog.model)
-    if fuse_projections:
-        _fuse.fuse_shared_input_matmuls(prog.model)
+    if fuse_projections and fusion.on:
+        _fuse.fuse_shared_input_matmuls(prog.model, accept=_attention.reads_packed)
     if fusion.on:
         _attention.pack_qkv(prog.model)
         _attention.drop_reshape_round_trips(prog.model)
