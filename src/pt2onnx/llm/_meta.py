@@ -352,6 +352,9 @@ def _adapter(make: Callable[[], torch.Tensor], name: str) -> Callable[[], ir.Ten
     return lambda: ir.tensor_adapters.TorchTensor(make().contiguous(), name=name)
 
 
+_STAND_IN_VOCAB = 1024
+
+
 def stand_in(model: torch.nn.Module, layout: Any, dtype: torch.dtype) -> tuple[Any, Any]:
     """``(model, layout)`` as they are when the model has its weights; for a model on the
     meta device, a model of the same config with random weights, cut to the fewest first
@@ -382,10 +385,23 @@ def stand_in(model: torch.nn.Module, layout: Any, dtype: torch.dtype) -> tuple[A
             setattr(text, k, keep)
     for k, v in lists.items():
         setattr(text, k, type(v)(v[:keep]))
+    # The check compares the decoder layers' outputs; a smaller vocabulary leaves those
+    # as they are and spares drawing random embedding and LM-head weights (0.6 s of a
+    # 7 s export at 32,000 x 768). The check's token ids are below 1,000.
+    vocab = vars(text).get("vocab_size")
+    if isinstance(vocab, int) and vocab > _STAND_IN_VOCAB:
+        text.vocab_size = vocab = _STAND_IN_VOCAB
+        for k in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            ids = vars(text).get(k)
+            if isinstance(ids, int) and ids >= vocab:
+                setattr(text, k, None)
+            elif isinstance(ids, list):
+                setattr(text, k, [i for i in ids if i < vocab] or None)
     with torch.random.fork_rng():
         torch.manual_seed(0)
         try:
             real = AutoModelForCausalLM.from_config(cut, dtype=dtype)
         except TypeError:  # transformers < 4.56 names it torch_dtype
             real = AutoModelForCausalLM.from_config(cut, torch_dtype=dtype)
-    return real.eval(), dataclasses.replace(layout, num_layers=keep)
+    return real.eval(), dataclasses.replace(layout, num_layers=keep,
+                                            vocab_size=min(layout.vocab_size, _STAND_IN_VOCAB))
