@@ -269,3 +269,51 @@ def test_int4_with_fused_ops_matches_eager_with_the_dequantized_weights(tmp_path
 def test_families_are_listed_once():
     assert not set(FUSED) & set(FALLBACK)
     assert set(FUSED) | set(FALLBACK) == set(FAMILIES)
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("name", sorted(ROTARY))
+def test_fp16_with_rotary_inside_the_op_matches_eager(name, tmp_path):
+    """fp16 with the rotary inside GroupQueryAttention (head size 16, its rotary tables
+    in half): onnxruntime's CPU kernels run it, the first step over an empty past and a
+    step over a past agree with eager half to float16 rounding, and genai's greedy
+    tokens are transformers' (float32, no near-tie flips on this checkpoint)."""
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(ROTARY[name]()).eval()
+    model.save_pretrained(tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx", precision="fp16")
+    proto, _ = _ops(result.model_path)
+    gqa = _gqa_nodes(proto)
+    assert len(gqa) == LAYERS
+    assert all(a.i == 1 for n in gqa for a in n.attribute if a.name == "do_rotary")
+    session = ort.InferenceSession(str(result.model_path), providers=["CPUExecutionProvider"])
+    half = model.half()
+    rng = np.random.default_rng(0)
+    for past, seq in ((0, len(PROMPT)), (6, 1)):
+        ids = rng.integers(3, 128, (1, seq))
+        pasts = [rng.standard_normal((1, 2, past, 16)).astype(np.float16)
+                 for _ in range(2 * LAYERS)]
+        feeds = {"input_ids": ids, "attention_mask": np.ones((1, past + seq), np.int64)}
+        cache = transformers.DynamicCache()
+        for i in range(LAYERS):
+            feeds[f"past_key_values.{i}.key"] = pasts[2 * i]
+            feeds[f"past_key_values.{i}.value"] = pasts[2 * i + 1]
+            cache.update(torch.from_numpy(pasts[2 * i]), torch.from_numpy(pasts[2 * i + 1]), i)
+        got = session.run(None, feeds)
+        assert got[0].dtype == np.float16
+        with torch.no_grad():
+            ref = half(input_ids=torch.from_numpy(ids),
+                       position_ids=torch.arange(past, past + seq)[None],
+                       past_key_values=cache if past else None, use_cache=True)
+        np.testing.assert_allclose(got[0].astype(np.float32), ref.logits.float().numpy(),
+                                   atol=2e-2, rtol=2e-2)
+        for i, layer in enumerate(ref.past_key_values.layers):
+            np.testing.assert_allclose(got[1 + 2 * i].astype(np.float32),
+                                       layer.keys.float().numpy(), atol=2e-2, rtol=2e-2)
+    try:
+        _genai()
+    except pytest.skip.Exception:
+        return
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model.float(), [PROMPT])
