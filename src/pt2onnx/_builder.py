@@ -122,8 +122,6 @@ def _attr(name: str, value: Any) -> ir.Attr:
     raise TypeError(f"cannot make an ONNX attribute {name!r} from {value!r}")
 
 
-# Types onnxruntime's CPU Where lacks (1.31, 1.32), and the type it selects in instead.
-# uint64 -> int64 -> uint64 keeps every bit pattern.
 def _actual_dims(v: ir.Value | None) -> bool:
     """Whether ``v`` is the output of a ``Shape``: sizes read from a tensor at run time.
     (Only that: a Concat of Shape pieces is what onnxruntime's Reshape fusion folds into
@@ -132,6 +130,8 @@ def _actual_dims(v: ir.Value | None) -> bool:
     return node is not None and not node.domain and node.op_type == "Shape"
 
 
+# Types onnxruntime's CPU Where lacks (1.31, 1.32), and the type it selects in instead.
+# uint64 -> int64 -> uint64 keeps every bit pattern.
 _WHERE_AS = {
     ir.DataType.BOOL: ir.DataType.UINT8,
     ir.DataType.INT16: ir.DataType.INT32,

@@ -341,10 +341,8 @@ def where(g: RuleContext, cond: ir.Value, a: Any, b: Any) -> ir.Value:
     """where.self(Tensor condition, Tensor self, Tensor other) -> Tensor; the Scalar
     overloads (a model on the meta device gets them for Python numbers)."""
     cond = g.cast(cond, ir.DataType.BOOL)
-    if g.dtype == ir.DataType.BOOL:
-        # onnxruntime has no bool kernel for Where: select on uint8 and cast back.
-        out = g.op.Where(cond, operand(g, a, ir.DataType.UINT8), operand(g, b, ir.DataType.UINT8))
-        return g.op.Cast(out, to=ir.DataType.BOOL)
+    # The builder selects bool (and the other types onnxruntime's Where lacks) in a
+    # wider type and casts back.
     return g.op.Where(cond, operand(g, a, g.dtype), operand(g, b, g.dtype))
 
 
