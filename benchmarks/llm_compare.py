@@ -67,6 +67,13 @@ def _checkpoint(name: str, folder: Path, small: bool) -> int:
     torch.manual_seed(0)
     cfg = _config(name, small)
     model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    # transformers initialises biases to 0 and norm weights to 1, and the builder leaves
+    # out a bias that is all zeros; a trained checkpoint's are not, so these get noise.
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1 and bool((p == p.flatten()[0]).all()):
+                p.add_(torch.randn(p.shape, generator=g) * 0.1)
     model.save_pretrained(folder)
     vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}
     vocab.update({f"w{i}": i for i in range(4, cfg.vocab_size)})

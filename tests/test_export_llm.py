@@ -82,9 +82,21 @@ def _genai():
         reason="onnxruntime-genai is not installed (the llm extra; make test-llm runs these)")
 
 
+def _vary(model):
+    """Noise on the parameters transformers initialises to one constant (biases to 0,
+    norm weights to 1): a translation that dropped a bias or a norm's scale would
+    otherwise give the same tokens."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if not p.is_meta and p.numel() > 1 and bool((p == p.flatten()[0]).all()):
+                p.add_((torch.randn(p.shape, generator=g) * 0.1).to(p.dtype))
+    return model
+
+
 def _checkpoint(name, path, seed=0):
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(FAMILIES[name]()).eval()
+    model = _vary(transformers.AutoModelForCausalLM.from_config(FAMILIES[name]()).eval())
     model.save_pretrained(path)
     return model
 
@@ -194,7 +206,7 @@ def test_int4_matches_eager_with_the_dequantized_weights(tmp_path):
                                    intermediate_size=96,
                                    max_position_embeddings=128, **T)
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg).eval()
+    model = _vary(transformers.LlamaForCausalLM(cfg).eval())
     result = pt2onnx.export_llm(model, tmp_path / "onnx", precision="int4")
     linears = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
     # Per layer: q/k/v joined (GroupQueryAttention reads them packed), o, gate, up,

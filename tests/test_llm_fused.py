@@ -36,6 +36,7 @@ from test_export_llm import (  # noqa: E402
     _genai,
     _genai_tokens,
     _reference,
+    _vary,
 )
 
 FUSED = ["gemma", "gemma2", "gpt2", "gpt_neox", "granitemoe", "llama", "mistral", "mixtral",
@@ -51,6 +52,9 @@ ROTARY = {
                                                 **T),
     "gemma2_16": lambda: transformers.Gemma2Config(num_key_value_heads=2, head_dim=16,
                                                    sliding_window=8, **SMALL, **T),
+    # q/k/v with biases: joined with their biases, then read packed.
+    "qwen2_16": lambda: transformers.Qwen2Config(num_key_value_heads=2, **dict(
+        SMALL, hidden_size=64), **T),
 }
 
 
@@ -136,7 +140,7 @@ def test_fused_family_generates_transformers_greedy_tokens(name, tmp_path):
 def test_rotary_inside_the_op_generates_transformers_greedy_tokens(name, tmp_path):
     _genai()
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(ROTARY[name]()).eval()
+    model = _vary(transformers.AutoModelForCausalLM.from_config(ROTARY[name]()).eval())
     model.save_pretrained(tmp_path / "ckpt")
     result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
     proto, ops = _ops(result.model_path)
@@ -209,7 +213,7 @@ def test_fused_stamped_graph_equals_the_full_capture_and_eager(tmp_path, monkeyp
     torch.manual_seed(1)
     cfg = ROTARY["llama16"]()
     cfg.num_hidden_layers = 4
-    model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    model = _vary(transformers.AutoModelForCausalLM.from_config(cfg).eval())
     stamped = pt2onnx.export_llm(model, tmp_path / "stamped")
     assert stamped.captured_layers < 4
     monkeypatch.setenv(_stamp.ENV, "0")
@@ -252,7 +256,7 @@ def test_int4_with_fused_ops_matches_eager_with_the_dequantized_weights(tmp_path
     cfg = transformers.LlamaConfig(num_key_value_heads=2, hidden_size=64, head_dim=16,
                                    num_hidden_layers=LAYERS, num_attention_heads=4,
                                    intermediate_size=96, max_position_embeddings=128, **T)
-    model = transformers.LlamaForCausalLM(cfg).eval()
+    model = _vary(transformers.LlamaForCausalLM(cfg).eval())
     result = pt2onnx.export_llm(model, tmp_path / "onnx", precision="int4")
     proto, ops = _ops(result.model_path)
     assert len(_gqa_nodes(proto)) == LAYERS
@@ -281,7 +285,7 @@ def test_fp16_with_rotary_inside_the_op_matches_eager(name, tmp_path):
     import onnxruntime as ort
 
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(ROTARY[name]()).eval()
+    model = _vary(transformers.AutoModelForCausalLM.from_config(ROTARY[name]()).eval())
     model.save_pretrained(tmp_path / "ckpt")
     result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx", precision="fp16")
     proto, _ = _ops(result.model_path)

@@ -26,7 +26,7 @@ from pt2onnx.llm import _meta
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
-from test_export_llm import FAMILIES, PROMPT, _genai, _genai_tokens, _reference  # noqa: E402
+from test_export_llm import FAMILIES, PROMPT, _genai, _genai_tokens, _reference, _vary  # noqa: E402
 from test_llm_stamp import CONFIGS, _feeds  # noqa: E402
 
 FELL_BACK = "not streamed from the checkpoint"
@@ -37,7 +37,7 @@ def _checkpoint(name, path, layers=None, seed=0):
     tests' configs), else the generation tests' three."""
     torch.manual_seed(seed)
     config = CONFIGS[name](layers) if layers is not None else FAMILIES[name]()
-    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    model = _vary(transformers.AutoModelForCausalLM.from_config(config).eval())
     model.save_pretrained(path)
     return model
 

@@ -23,6 +23,8 @@ from pt2onnx.llm import _stamp
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
+from test_export_llm import _vary  # noqa: E402
+
 T = dict(vocab_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 S = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64,
          max_position_embeddings=128)
@@ -51,7 +53,7 @@ CONFIGS = {
 
 def _model(name, layers, seed=0):
     torch.manual_seed(seed)
-    return transformers.AutoModelForCausalLM.from_config(CONFIGS[name](layers)).eval()
+    return _vary(transformers.AutoModelForCausalLM.from_config(CONFIGS[name](layers)).eval())
 
 
 def _feeds(session, seed=0, batch=2, past=7, seq=5):

@@ -361,14 +361,13 @@ def _reads_no_length(node: Any) -> bool:
     return end <= 2 or start >= 3
 
 
-def reads_packed(nodes: list[Any]) -> bool:
-    """Whether MatMuls ``nodes`` (in graph order) are the q, k and v inputs of one
+def reads_packed(values: list[Any]) -> bool:
+    """Whether ``values`` (projections, in graph order) are the q, k and v inputs of one
     GroupQueryAttention and nothing else reads them: joined, pack_qkv packs them."""
-    if len(nodes) != 3:
+    if len(values) != 3:
         return False
     users = set()
-    for i, node in enumerate(nodes):
-        out = node.outputs[0]
+    for i, out in enumerate(values):
         uses = list(out.uses())
         if len(uses) != 1 or out.is_graph_output():
             return False

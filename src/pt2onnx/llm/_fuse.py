@@ -18,10 +18,14 @@ import torch
 
 
 def fuse_shared_input_matmuls(
-        model: ir.Model, accept: Callable[[list[ir.Node]], bool] | None = None) -> int:
+        model: ir.Model, accept: Callable[[list[ir.Value]], bool] | None = None) -> int:
     """Fuses, in place, MatMuls that share input A and take constant ``[K, N_i]`` float
     weights used nowhere else, for each such group (in graph order) that ``accept``
-    takes (default: all); returns how many groups were fused."""
+    takes (default: all); returns how many groups were fused.
+
+    When each MatMul's only reader is an ``Add`` of a constant ``[N_i]`` bias (Qwen2's
+    q/k/v), the biases are joined too: ``Split(x @ W + b)``. ``accept`` sees what the
+    group computes: the biased sums where the biases join, else the products."""
     graph = model.graph
     groups: dict[int, list[ir.Node]] = {}
     for node in graph:
@@ -36,7 +40,7 @@ def fuse_shared_input_matmuls(
         groups.setdefault(id(a), []).append(node)
     fused = 0
     for nodes in groups.values():
-        if len(nodes) < 2 or (accept is not None and not accept(nodes)):
+        if len(nodes) < 2:
             continue
         weights: list[ir.Value] = []
         for n in nodes:
@@ -48,35 +52,51 @@ def fuse_shared_input_matmuls(
         if len({s[0] for s in shapes}) != 1 or dtype is None or any(
                 w.dtype != dtype for w in weights):
             continue
+        found = [_bias_add(n, int(s[1]), dtype) for n, s in zip(nodes, shapes)]
+        adds = [f for f in found if f is not None]
+        if len(adds) != len(nodes):
+            adds = []
+        ends = [add.outputs[0] for add, _ in adds] if adds else [n.outputs[0] for n in nodes]
+        if accept is not None and not accept(ends):
+            continue
         # Insert after the last of them, where every consumer order still holds:
         # all read the same A, and the fused node replaces each at the first's place.
         first = nodes[0]
         name = f"{weights[0].name or 'w'}.fused{len(nodes)}"
         shape = ir.Shape([shapes[0][0], sum(int(s[1]) for s in shapes)])
         # Joined when saved (in the writer's thread), from the parameters themselves.
-        value = ir.Value(name=name, const_value=ir.LazyTensor(
-            _joiner([_source(w) for w in weights], name), dtype=dtype, shape=shape, name=name))
-        value.dtype, value.shape = dtype, shape
+        value = _lazy(graph, name, _joiner([_source(w) for w in weights], name, dim=1),
+                      dtype, shape)
         # Linear's [N, K] layout of the same weight, for the int4 quantizer.
         value.meta["pt2onnx.rows"] = _joiner_rows([_source(w) for w in weights])
-        graph.register_initializer(value)
         a = first.inputs[0]
         matmul = ir.node("MatMul", [a, value], name=f"{first.name or name}_fused")
+        matmul.outputs[0].dtype = dtype
+        if a is not None and a.shape is not None:
+            matmul.outputs[0].shape = ir.Shape([*a.shape[:-1], shape[1]])
+        joined: list[ir.Node] = [matmul]
+        if adds:
+            bias = _lazy(graph, f"{name}.bias", _joiner([_source(b) for _, b in adds],
+                                                          f"{name}.bias", dim=0),
+                         dtype, ir.Shape([shape[1]]))
+            add = ir.node("Add", [matmul.outputs[0], bias], name=f"{first.name or name}_bias")
+            add.outputs[0].dtype, add.outputs[0].shape = dtype, matmul.outputs[0].shape
+            joined.append(add)
         sizes = ir.Value(name=f"{name}.split", const_value=ir.tensor(
             np.array([s[1] for s in shapes], dtype=np.int64), name=f"{name}.split"))
         sizes.dtype, sizes.shape = ir.DataType.INT64, ir.Shape([len(nodes)])
         graph.register_initializer(sizes)
-        split = ir.node("Split", [matmul.outputs[0], sizes], {"axis": -1},
+        split = ir.node("Split", [joined[-1].outputs[0], sizes], {"axis": -1},
                         num_outputs=len(nodes), name=f"{first.name or name}_split")
-        matmul.outputs[0].dtype = dtype
-        if a is not None and a.shape is not None:
-            matmul.outputs[0].shape = ir.Shape([*a.shape[:-1], shape[1]])
-        graph.insert_before(first, [matmul, split])
-        for node, out in zip(nodes, split.outputs):
-            old = node.outputs[0]
+        graph.insert_before(first, [*joined, split])
+        for old, out in zip(ends, split.outputs):
             out.name, out.dtype, out.shape = old.name, dtype, old.shape
             old.name = None
             ir.convenience.replace_all_uses_with(old, out, replace_graph_outputs=True)
+        for add_node, b in adds:
+            graph.remove(add_node, safe=True)
+            if b.name is not None and not b.uses():
+                del graph.initializers[b.name]
         for node, w in zip(nodes, weights):
             graph.remove(node, safe=True)
             if w.name is not None and not w.uses():
@@ -85,8 +105,37 @@ def fuse_shared_input_matmuls(
     return fused
 
 
+def _bias_add(node: ir.Node, n: int, dtype: ir.DataType) -> tuple[ir.Node, ir.Value] | None:
+    """(the Add, its bias) when the only reader of ``node``'s product adds a constant
+    ``[n]`` bias of ``dtype`` that nothing else reads."""
+    out = node.outputs[0]
+    uses = list(out.uses())
+    if len(uses) != 1 or out.is_graph_output():
+        return None
+    add, index = uses[0].node, uses[0].idx
+    if (add.domain, add.op_type) != ("", "Add"):
+        return None
+    bias = add.inputs[1 - index]
+    if bias is None or bias.const_value is None or bias.dtype != dtype \
+            or len(bias.uses()) != 1 or bias.is_graph_output():
+        return None
+    if tuple(bias.const_value.shape.numpy()) != (n,):
+        return None
+    return add, bias
+
+
+def _lazy(graph: ir.Graph, name: str, make: Callable[[], ir.TensorProtocol],
+          dtype: ir.DataType, shape: ir.Shape) -> ir.Value:
+    value = ir.Value(name=name, const_value=ir.LazyTensor(make, dtype=dtype, shape=shape,
+                                                          name=name))
+    value.dtype, value.shape = dtype, shape
+    graph.register_initializer(value)
+    return value
+
+
 def _source(w: ir.Value) -> Callable[[], torch.Tensor]:
-    """The ``[K, N]`` weight as a torch tensor, without copying it where it can be a view."""
+    """The ``[K, N]`` weight (or ``[N]`` bias) as a torch tensor, without copying it
+    where it can be a view."""
     src = w.meta.get("pt2onnx.transpose_src")
     if isinstance(src, torch.Tensor):  # a lazily transposed parameter
         return lambda: src.detach().t()
@@ -101,9 +150,10 @@ def _source(w: ir.Value) -> Callable[[], torch.Tensor]:
     return lambda: torch.from_numpy(np.asarray(tensor.numpy()))
 
 
-def _joiner(parts: list[Callable[[], torch.Tensor]], name: str) -> Callable[[], ir.TensorProtocol]:
+def _joiner(parts: list[Callable[[], torch.Tensor]], name: str,
+            dim: int) -> Callable[[], ir.TensorProtocol]:
     return lambda: ir.tensor_adapters.TorchTensor(
-        torch.cat([part() for part in parts], dim=1), name=name)
+        torch.cat([part() for part in parts], dim=dim), name=name)
 
 
 def _joiner_rows(parts: list[Callable[[], torch.Tensor]]) -> Callable[[], torch.Tensor]:
