@@ -14,7 +14,6 @@ This is a benchmark, not a test.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
 import subprocess
@@ -37,27 +36,10 @@ def _config(layers: int) -> Any:
     )
 
 
-@contextlib.contextmanager
-def params_on_meta() -> Any:
-    """Parameters on the meta device, buffers real (like accelerate's init_empty_weights)."""
-    import torch
-
-    original = torch.nn.Module.register_parameter
-
-    def register(self: Any, name: str, param: Any) -> None:
-        if param is not None:
-            param = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
-        original(self, name, param)
-
-    torch.nn.Module.register_parameter = register  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        torch.nn.Module.register_parameter = original  # type: ignore[method-assign]
-
-
 def _meta_model(layers: int) -> Any:
     import transformers
+
+    from pt2onnx.llm._meta import _params_on_meta as params_on_meta
 
     with params_on_meta():
         return transformers.LlamaForCausalLM(_config(layers)).eval()

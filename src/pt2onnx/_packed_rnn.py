@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch.nn.utils import rnn as _rnn
 
+from pt2onnx import _custom_ops
 from pt2onnx.errors import CaptureError
 
-_LIB: Any = None
 _PACK = _rnn.pack_padded_sequence
 _PAD = _rnn.pad_packed_sequence
 _PACK_SEQUENCE = _rnn.pack_sequence
@@ -93,14 +93,7 @@ def _packed_rnn_fake(input: torch.Tensor, lengths: torch.Tensor, hx: list[torch.
 
 def define_ops() -> None:
     """Defines ``pt2onnx::packed_rnn`` once per process."""
-    global _LIB
-    if _LIB is not None:
-        return
-    lib = torch.library.Library("pt2onnx", "FRAGMENT")
-    lib.define(_SCHEMA)
-    lib.impl("packed_rnn", _packed_rnn, "CompositeExplicitAutograd")
-    torch.library.register_fake("pt2onnx::packed_rnn", _packed_rnn_fake, lib=lib)
-    _LIB = lib
+    _custom_ops.define(_SCHEMA, _packed_rnn, _packed_rnn_fake)
 
 
 class _PaddedPacked(_rnn.PackedSequence):

@@ -22,27 +22,22 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from pt2onnx import _compat
+from pt2onnx import _compat, _custom_ops
 
-_LIB: Any = None
 # torchvision's own batched_nms, called by pt2onnx::batched_nms when it runs.
 _BATCHED_NMS: Any = None
 
 
 def _define_ops() -> None:
     """``pt2onnx::batched_nms``: torchvision's per-class NMS as one op."""
-    global _LIB
-    if _LIB is not None:
-        return
-    lib = torch.library.Library("pt2onnx", "FRAGMENT")
-    lib.define("batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor")
+    _custom_ops.define(
+        "batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor",
+        _batched_nms_impl)
 
-    def batched_nms_impl(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,
-                         iou_threshold: float) -> torch.Tensor:
-        return _BATCHED_NMS(boxes, scores, idxs, iou_threshold)
 
-    lib.impl("batched_nms", batched_nms_impl, "CompositeExplicitAutograd")
-    _LIB = lib
+def _batched_nms_impl(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,
+                      iou_threshold: float) -> torch.Tensor:
+    return _BATCHED_NMS(boxes, scores, idxs, iou_threshold)
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx import _custom_ops
 from pt2onnx._builder import RuleContext
 from pt2onnx._registry import translation
 
@@ -36,7 +37,6 @@ _SCHEMA = ("gqa(Tensor query, Tensor key, Tensor value, Tensor past_key, Tensor 
            "Tensor attention_mask, int num_heads, int kv_num_heads, float scale, "
            "int local_window, float softcap, Tensor? cos_cache=None, Tensor? sin_cache=None"
            ") -> (Tensor, Tensor, Tensor)")
-_LIB: Any = None
 
 
 def reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -93,14 +93,7 @@ def _fake(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 
 def define_ops() -> None:
     """Defines ``pt2onnx::gqa`` once per process."""
-    global _LIB
-    if _LIB is not None:
-        return
-    lib = torch.library.Library("pt2onnx", "FRAGMENT")
-    lib.define(_SCHEMA)
-    lib.impl("gqa", reference, "CompositeExplicitAutograd")
-    torch.library.register_fake("pt2onnx::gqa", _fake, lib=lib)
-    _LIB = lib
+    _custom_ops.define(_SCHEMA, reference, _fake)
 
 
 define_ops()  # the op the rule below is keyed by
