@@ -17,7 +17,7 @@ FAST := -m "not models and not slow" tests
 
 .PHONY: fuzz fuzz-compare venv demo test test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-zoo bench-meta lint typecheck docs clean
 
-$(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
+$(STAMP): pyproject.toml $(TORCH_CONSTRAINTS) constraints-deps.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -c $(TORCH_CONSTRAINTS) "torch" 2>&1 | grep -v "is ignored: it is neither" || true
 	$(PIP) install -c $(TORCH_CONSTRAINTS) -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither" || true
