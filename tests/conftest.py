@@ -42,7 +42,7 @@ def export_dynamic_and_verify(
     onnx.checker.check_model(str(path), full_check=True)
     assert prog.report.capture_strategy.startswith("torch.export"), prog.report.fallbacks
     result = prog.verify()
-    assert len(result.runs) == 2, f"no second size was run: {result.runs}"
+    assert len(result.runs) >= 2, f"no second size was run: {result.runs}"
     assert result.ok, f"onnxruntime does not match eager PyTorch:\n{result}"
     return prog
 

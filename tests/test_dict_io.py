@@ -78,7 +78,7 @@ def test_dynamic_shapes_given_as_a_dict_like_the_input():
         shapes = {v.name: str(v.shape) for v in prog.model.graph.inputs}
         assert shapes["batch_x"].startswith("[b,") and shapes["batch_masks_1"] == "[3]"
         result = prog.verify()  # the example, then b at a second size
-        assert result.ok and len(result.runs) == 2
+        assert result.ok and len(result.runs) >= 2
         _assert_runs_like_eager(prog, model, (_batch(5),))
 
 

@@ -118,7 +118,7 @@ def test_llama_with_cache_by_input_names():
     prog = pt2onnx.export(model, (), kwargs=_decoder(cfg, 1, 2, 3), dynamic_axes=axes)
     assert _dims(prog.model.graph.inputs)[2] == ["batch", 2, "past", 8]
     result = prog.verify()
-    assert result.ok and len(result.runs) == 2, result
+    assert result.ok and len(result.runs) >= 2, result
     _check(prog, [((), _decoder(cfg, b, s, p)) for b, s, p in [(1, 2, 3), (3, 4, 1), (2, 2, 9)]])
 
 

@@ -33,7 +33,7 @@ def test_unproved_guard_that_holds_keeps_the_dim_dynamic(bounded: bool,
     assert not prog.report.dynamic_refinements
     assert any("could not prove" in w and "B stays dynamic" in w for w in prog.report.warnings)
     result = prog.verify()
-    assert result.ok and len(result.runs) == 2
+    assert result.ok and len(result.runs) >= 2
 
 
 def test_the_dynamic_axes_path_too(tmp_path: Path) -> None:

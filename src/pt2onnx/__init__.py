@@ -14,8 +14,10 @@ from pt2onnx.errors import (
     InvalidInputError,
     OpsetError,
     SaveError,
+    SizeOneError,
     TranslationError,
     UnsupportedOperatorError,
+    VerificationError,
 )
 from pt2onnx.llm import export_llm
 from pt2onnx.report import ExportReport
@@ -35,8 +37,10 @@ __all__ = [
     "OutputComparison",
     "RuleContext",
     "SaveError",
+    "SizeOneError",
     "TranslationError",
     "UnsupportedOperatorError",
+    "VerificationError",
     "VerificationResult",
     "__version__",
     "annotate",

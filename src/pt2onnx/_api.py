@@ -13,7 +13,18 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _capture, _compat, _decomp, _dynamic, _legacy, _quantized, _save, debug, passes
+from pt2onnx import (
+    _capture,
+    _compat,
+    _decomp,
+    _dynamic,
+    _legacy,
+    _quantized,
+    _save,
+    _size_one,
+    debug,
+    passes,
+)
 from pt2onnx._program import OnnxProgram as OnnxProgram
 from pt2onnx._registry import REGISTRY
 from pt2onnx._translate import Translator
@@ -24,6 +35,7 @@ from pt2onnx.errors import (
     OpsetError,
     TranslationError,
     UnsupportedOperatorError,
+    VerificationError,
 )
 from pt2onnx.report import ExportReport
 
@@ -336,19 +348,26 @@ def _export(
     prog._example, prog._extra_outputs = (args, kwargs), len(translator.extra_outputs)
     prog._sym_names, prog._traced = translator.sym_names, captured.traced
     prog._call_model = model
+    if captured.size_one:
+        with rep.stage("verify"):
+            rep.warnings.extend(_size_one.run_unproved(prog, captured.size_one))
+    if verify:  # before saving: a file that does not match is never written
+        with rep.stage("verify"):
+            result = prog.verify(bisect=True)  # the example, a second size, and size 1
+        if not result.ok:
+            if report_path is not None:
+                report_path.write_text(rep.to_markdown())
+            raise VerificationError(
+                "the exported model does not match eager PyTorch, so no file was written:\n"
+                + str(result) + "\nNext step: the first divergence above names the rule and "
+                "the model line; export with verify=False to keep the file for debugging.",
+                result)
     if to_file_object:
         with rep.stage("save"):
             f.write(prog.model_proto.SerializeToString())
     elif f is not None:
         with rep.stage("save"):
             prog.save(f, external_data=external_data, weights=weights)
-    if verify:
-        with rep.stage("verify"):
-            result = prog.verify(bisect=True)  # the example, then a second size of each dim
-        if not result.ok:
-            warnings.warn(
-                "the exported model does not match eager PyTorch:\n" + str(result), stacklevel=2
-            )
     if report_path is not None:
         report_path.write_text(rep.to_markdown())
     return prog

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from pt2onnx import _compat, _dynamic, _packed_rnn
+from pt2onnx import _compat, _dynamic, _packed_rnn, _size_one
 from pt2onnx._containers import register_mappings as register_mappings
 from pt2onnx._containers import register_output_containers as register_output_containers
 from pt2onnx._trace import trace
@@ -33,6 +33,9 @@ class CaptureResult:
     fixed_axes: list[str] = field(default_factory=list)
     # True when the program is a static recording of one eager run (_record.py).
     recorded: bool = False
+    # Size-1 points where a static capture differs from the dynamic one (_size_one.py):
+    # the written graph is run there before it is saved.
+    size_one: list[Any] = field(default_factory=list)
 
 
 class _CallableModule(torch.nn.Module):
@@ -288,11 +291,26 @@ def _capture_module(
                 raise CaptureError(_spec_error_message(exc)) from None
             continue
         notes = [f"dynamic shapes refined: {n}" for n in refined.notes] + refined.assumed
+        checked, unproved = _size_one.check(
+            module, refined.program, strict,
+            _symbol_names(module, args, kwargs, dynamic_shapes, refined))
+        notes += checked
         return CaptureResult(
             refined.program, f"torch.export(strict={strict})", errors, warnings=notes,
             dynamic_shapes=refined.dynamic_shapes, example=refined.example,
             refinements=refined.notes,
-            fixed_axes=refined.fixed,
+            fixed_axes=refined.fixed, size_one=unproved,
+        )
+    if dynamic_shapes is not None:
+        # A trace has static shapes: writing one would drop the declared axes quietly.
+        raise CaptureError(
+            "torch.export could not capture the model with the declared dynamic dims, and "
+            "the only capture left, a trace on the example, would fix every dim to the "
+            "example's size:\n" + "\n".join(f"  - {e}" for e in errors)
+            + "\nNext step: fix the first error above in the model (if it names a size, "
+            "the declared dims may not take every value in their range: narrow them with "
+            "Dim(min=..., max=...), or leave that dim static), or export without "
+            "dynamic_shapes / dynamic_axes to accept a static graph traced on the example."
         )
     try:
         ep, notes = trace(module, args, kwargs, decompositions() if decompositions else None)
@@ -313,9 +331,26 @@ def _capture_module(
         "the same paths, not in general. To get a general graph, make the model "
         "torch.export-able (see the errors in the report's fallbacks)."
     )
-    if dynamic_shapes is not None:
-        warning += " dynamic_shapes was ignored: a trace has static shapes."
     return CaptureResult(ep, "trace (make_fx)", errors, traced=True, warnings=[warning, *notes])
+
+
+def _symbol_names(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+                  refined: _dynamic.Refined) -> dict[Any, str]:
+    """Each symbol of the program's input shapes -> the user's name for that dim."""
+    from pt2onnx._resize import _user_shapes
+
+    inputs = _dynamic.bound_inputs(module, args, kwargs)
+    order = {name: i for i, (name, _) in enumerate(_dynamic.tensor_leaves(inputs))}
+    shapes = _user_shapes(refined.program)
+    names: dict[Any, str] = {}
+    for a in _dynamic.declared_axes(inputs, spec):
+        i = order.get(a.input)
+        if a.name is None or i is None or i >= len(shapes) or a.axis >= len(shapes[i]):
+            continue
+        d = shapes[i][a.axis]
+        if isinstance(d, torch.SymInt):
+            names.setdefault(d.node.expr, a.name)
+    return names
 
 
 def _spec_error_message(exc: BaseException) -> str:

@@ -45,10 +45,8 @@ def _second_value(value: int, lower: int, upper: int | None) -> int | None:
     return None
 
 
-def second_size(
-    program: torch.export.ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any],
-) -> tuple[dict[Any, tuple[int, int]], tuple[Any, ...], dict[str, Any]] | None:
-    """``({symbol: (example, new)}, args, kwargs)`` at a second size; None when static."""
+def _leaves(program: torch.export.ExportedProgram, args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> tuple[list[Any], Any, list[int], list[Any]] | None:
     from pt2onnx.verify import ordered_kwargs
 
     leaves, spec = pytree.tree_flatten((args, ordered_kwargs(program, kwargs)))
@@ -56,6 +54,19 @@ def second_size(
     shapes = _user_shapes(program)
     if len(shapes) != len(tensors):
         return None
+    return leaves, spec, tensors, shapes
+
+
+def known_values(program: torch.export.ExportedProgram, args: tuple[Any, ...] | None = None,
+                 kwargs: dict[str, Any] | None = None) -> dict[Any, int]:
+    """Each root symbol of the input shapes with its size in ``(args, kwargs)`` (by
+    default the program's own example inputs)."""
+    if args is None:
+        args, kwargs = program.example_inputs or ((), {})
+    found = _leaves(program, tuple(args), dict(kwargs or {}))
+    if found is None:
+        return {}
+    leaves, _, tensors, shapes = found
     known: dict[Any, int] = {}
     for shape, i in zip(shapes, tensors):
         for d, n in zip(shape, leaves[i].shape):
@@ -69,6 +80,39 @@ def second_size(
                 solved = sympy.solve(expr.subs(known) - int(n), free[0])
                 if solved and solved[0].is_integer:
                     known[free[0]] = int(solved[0])
+    return known
+
+
+def example_at(program: torch.export.ExportedProgram, values: dict[Any, int],
+               args: tuple[Any, ...] | None = None, kwargs: dict[str, Any] | None = None,
+               ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """The example inputs (by default the program's own) rebuilt at the sizes that
+    ``values`` (symbol -> size) give; None when they cannot be."""
+    if args is None:
+        args, kwargs = program.example_inputs or ((), {})
+    found = _leaves(program, tuple(args), dict(kwargs or {}))
+    if found is None:
+        return None
+    leaves, spec, tensors, shapes = found
+    leaves = list(leaves)
+    for shape, i in zip(shapes, tensors):
+        try:
+            target = [int(d.node.expr.subs(values)) if isinstance(d, torch.SymInt) else int(d)
+                      for d in shape]
+        except TypeError:  # a symbol without a value
+            return None
+        if any(n < 0 for n in target):
+            return None
+        leaves[i] = _reshaped(leaves[i], target)
+    args2, kwargs2 = pytree.tree_unflatten(leaves, spec)
+    return tuple(args2), dict(kwargs2)
+
+
+def second_size(
+    program: torch.export.ExportedProgram, args: tuple[Any, ...], kwargs: dict[str, Any],
+) -> tuple[dict[Any, tuple[int, int]], tuple[Any, ...], dict[str, Any]] | None:
+    """``({symbol: (example, new)}, args, kwargs)`` at a second size; None when static."""
+    known = known_values(program, args, kwargs)
     if not known:
         return None
     ranges = {str(k): v for k, v in program.range_constraints.items()}
@@ -82,14 +126,10 @@ def second_size(
             new[sym] = picked
     if not new:
         return None
-    values = {**known, **new}
-    leaves = list(leaves)
-    for shape, i in zip(shapes, tensors):
-        target = [int(d.node.expr.subs(values)) if isinstance(d, torch.SymInt) else int(d)
-                  for d in shape]
-        leaves[i] = _reshaped(leaves[i], target)
-    args2, kwargs2 = pytree.tree_unflatten(leaves, spec)
-    return {s: (known[s], v) for s, v in new.items()}, args2, kwargs2
+    resized = example_at(program, {**known, **new}, args, kwargs)
+    if resized is None:
+        return None
+    return {s: (known[s], v) for s, v in new.items()}, resized[0], resized[1]
 
 
 def _reshaped(t: torch.Tensor, shape: list[int]) -> torch.Tensor:

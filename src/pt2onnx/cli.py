@@ -26,10 +26,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
         report = True if args.report is True else args.report
     with io.progress(quiet=args.quiet), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a mismatch is printed below, with its bisection
-        prog = pt2onnx.export(
-            model, inputs, out, input_names=names or None, dynamic_axes=dynamic_axes or None,
-            opset=args.opset, report=report, verify=args.verify, dynamic=args.dynamic_all,
-        )
+        try:
+            prog = pt2onnx.export(
+                model, inputs, out, input_names=names or None,
+                dynamic_axes=dynamic_axes or None, opset=args.opset, report=report,
+                verify=args.verify, dynamic=args.dynamic_all,
+            )
+        except pt2onnx.VerificationError as exc:
+            print(f"verify: MISMATCH, {out} not written")
+            print(exc.result)
+            return 1
     print(f"wrote {out} ({sum(prog.report.op_histogram.values())} ONNX nodes, "
           f"opset {prog.report.opset}): {prog.report.timing_line()}")
     if report:

@@ -24,6 +24,20 @@ class CaptureError(ExportError):
     """``torch.export`` could not capture the model."""
 
 
+class SizeOneError(CaptureError):
+    """A declared dynamic dim may be 1, and there the model computes something the
+    dynamic graph does not (a ``squeeze``, a branch on ``size == 1``)."""
+
+
+class VerificationError(ExportError):
+    """``export(..., verify=True)`` ran the graph in onnxruntime and it does not match eager
+    PyTorch. ``result`` holds the per-output comparison, at each size that ran."""
+
+    def __init__(self, message: str, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 class OpsetError(ExportError, ValueError):
     """The requested opset is outside the range pt2onnx writes."""
 

@@ -57,6 +57,8 @@ def index_select(g: RuleContext, x: ir.Value, dim: int, index: ir.Value) -> ir.V
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     if rank(x) == 0:
         return x
+    if rank(index) == 0:  # torch keeps the dim (size 1); Gather with a 0-d index drops it
+        index = g.op.Reshape(index, g.const([1]))
     return g.op.Gather(x, index, axis=normalize_dim(dim, rank(x)))
 
 
@@ -201,9 +203,9 @@ def index_put(g: RuleContext, x: ir.Value, indices: list[ir.Value | None], value
     return g.op.Transpose(out, perm=inverse)
 
 
-def _bag_ids(g: RuleContext, offsets: ir.Value, n: ir.Value, bags: int) -> ir.Value:
+def _bag_ids(g: RuleContext, offsets: ir.Value, n: ir.Value, bags: ir.Value) -> ir.Value:
     """For each index position j, the bag it falls in: #(offsets[:bags] <= j) - 1."""
-    starts = g.op.Slice(offsets, g.const([0]), g.const([bags]), g.const([0]))
+    starts = g.op.Slice(offsets, g.const([0]), bags, g.const([0]))
     positions = g.op.Range(g.const(0), n, g.const(1))
     inside = g.op.LessOrEqual(g.op.Unsqueeze(starts, g.const([0])),
                               g.op.Unsqueeze(positions, g.const([1])))
@@ -222,10 +224,15 @@ def embedding_bag(g: RuleContext, weight: ir.Value, indices: ir.Value, offsets: 
     if mode == 2 and g.opset < 18:
         raise NotImplementedError("embedding_bag(mode='max') needs ScatterElements max: opset 18")
     dtype = g.dtype
-    bags, dim = g.shape
+    dim = g.shape[1]
+    # The number of bags is read from offsets at run time: the example's count (a
+    # SymInt's hint) would fix it.
+    bags = g.op.Shape(offsets, start=0, end=1)
+    if include_last_offset:
+        bags = g.op.Sub(bags, g.const([1]))
     indices = g.cast(indices, ir.DataType.INT64)
     n = g.op.Squeeze(g.op.Shape(indices), g.const([0]))
-    seg = _bag_ids(g, g.cast(offsets, ir.DataType.INT64), n, int(bags))
+    seg = _bag_ids(g, g.cast(offsets, ir.DataType.INT64), n, bags)
     rows = g.op.Gather(weight, indices, axis=0)
     valid = g.op.Expand(g.const(True), g.op.Shape(indices))
     if padding_idx is not None and padding_idx >= 0:
@@ -234,14 +241,15 @@ def embedding_bag(g: RuleContext, weight: ir.Value, indices: ir.Value, offsets: 
     if per_sample_weights is not None:
         rows = g.op.Mul(rows, g.op.Unsqueeze(per_sample_weights, g.const([1])))
     seg2 = g.op.Expand(g.op.Unsqueeze(seg, g.const([1])), g.op.Shape(rows))
-    zeros = g.op.Expand(g.const(0.0, dtype), g.int_list([bags, dim]))
-    count = g.op.ScatterElements(g.op.Expand(g.const(0.0, dtype), g.int_list([bags])), seg,
+    out_shape = g.op.Concat(bags, g.int_list([dim]), axis=0)
+    zeros = g.op.Expand(g.const(0.0, dtype), out_shape)
+    count = g.op.ScatterElements(g.op.Expand(g.const(0.0, dtype), bags), seg,
                                  valid_f, axis=0, reduction="add")
     count2 = g.op.Unsqueeze(count, g.const([1]))
     if mode == 2:
         low = g.const(float("-inf"), dtype)
         rows = g.op.Where(g.op.Unsqueeze(valid, g.const([1])), rows, low)
-        out = g.op.ScatterElements(g.op.Expand(low, g.int_list([bags, dim])), seg2, rows,
+        out = g.op.ScatterElements(g.op.Expand(low, out_shape), seg2, rows,
                                    axis=0, reduction="max")
         out = g.op.Where(g.op.Greater(count2, g.const(0.0, dtype)), out, zeros)
         return out, None, None, None

@@ -1,0 +1,317 @@
+"""Proof that a dynamic program is right where a declared dim is 1.
+
+torch.export reasons about a dynamic dim as if it were never 1 (its "0/1
+specialisation", and the size-oblivious capture pt2onnx uses for batch-1 examples).
+That is what lets one graph serve every size, and it is right for most ops. It is
+wrong for every op whose result changes when a size is 1: ``squeeze(d)`` drops the
+dim only then, a reshape of a permuted tensor may be a view only then, and a model's
+own ``if x.size(0) == 1`` takes another branch. Such a graph computes other shapes
+or numbers at size 1, and nothing fails.
+
+So for each declared dim whose range holds 1, the model is captured once more with
+static shapes at that size (every other dim at its example size; and with every
+such dim at 1 together), and the two programs are compared node by node: the same
+ops, the same non-tensor arguments and the same output shapes once the dynamic
+program's symbols take those sizes. Equal programs prove that the dynamic graph
+computes, at size 1, what torch computes there. A difference is a typed refusal
+that names the op, the model's line and the dim, with the ways out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+
+from pt2onnx.errors import SizeOneError
+
+aten = torch.ops.aten
+
+# Ops that pass their input's values through unchanged: torch may add or leave them
+# out by memory layout alone (a reshape is a view at size 1 and a copy otherwise), so
+# they never make two programs differ.
+_TRANSPARENT = {
+    aten.clone.default, aten.alias.default, aten.detach.default,
+    aten.contiguous.default, aten.lift_fresh_copy.default,
+}
+_SAME_AS_VIEW = {aten._unsafe_view.default, aten.reshape.default, aten.view.default,
+                 aten._reshape_alias.default}
+# Ops that are the identity when their output has their input's shape: a static capture
+# leaves out a slice over a whole dim or an expand to the same shape, which a capture
+# with a symbolic size keeps.
+_IDENTITY_AT_SAME_SHAPE = {aten.slice.Tensor, aten.expand.default, aten.to.dtype,
+                           aten._to_copy.default, aten.to.dtype_layout, *_SAME_AS_VIEW}
+
+
+@dataclass
+class _Step:
+    node: torch.fx.Node
+    key: tuple[Any, ...]  # what must be equal: op, non-tensor arguments, output shapes
+
+
+def root_symbols(program: torch.export.ExportedProgram) -> dict[sympy.Symbol, int]:
+    """Each plain symbol of the user inputs' shapes, with its size in the program's example."""
+    from pt2onnx._resize import known_values
+
+    return known_values(program)
+
+
+def _ones_allowed(program: torch.export.ExportedProgram, sym: sympy.Symbol) -> bool:
+    ranges = {str(k): v for k, v in program.range_constraints.items()}
+    vr = ranges.get(str(sym))
+    if vr is None:
+        return True
+    try:
+        return bool(vr.lower <= 1) and (("oo" in str(vr.upper)) or bool(vr.upper >= 1))
+    except TypeError:
+        return True
+
+
+class _Any:
+    """A size that depends on tensor data (an unbacked symbol): equal to any size."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "?"
+
+
+ANY = _Any()
+
+
+def _eval(expr: Any, values: dict[Any, int]) -> Any:
+    if any(str(s).startswith("u") for s in getattr(expr, "free_symbols", ())):
+        return ANY  # data-dependent: the static capture has the example's value
+    try:
+        return sympy.simplify(expr.subs(values))
+    except Exception:
+        return str(expr)
+
+
+def _value(node: Any, values: dict[Any, int]) -> Any:
+    """A comparable form of an FX argument: SymInts evaluated at ``values``."""
+    if isinstance(node, torch.fx.Node):
+        val = node.meta.get("val")
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return _eval(val.node.expr, values)
+        if isinstance(val, (int, float, bool)):
+            return val
+        return "T"
+    if isinstance(node, (list, tuple)):
+        return tuple(_value(n, values) for n in node)
+    if isinstance(node, dict):
+        return tuple(sorted((k, _value(v, values)) for k, v in node.items()))
+    if isinstance(node, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return _eval(node.node.expr, values)
+    if isinstance(node, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return str(node)
+    return node
+
+
+def _shape(val: Any, values: dict[Any, int]) -> Any:
+    if isinstance(val, torch.Tensor):
+        dims = []
+        for d in val.shape:
+            if isinstance(d, torch.SymInt):
+                d = _eval(d.node.expr, values)
+            dims.append(int(d) if getattr(d, "is_number", False) or type(d) is int else d)
+        return (str(val.dtype), tuple(dims))
+    if isinstance(val, (list, tuple)):
+        return tuple(_shape(v, values) for v in val)
+    return None
+
+
+def _steps(program: torch.export.ExportedProgram, values: dict[Any, int]) -> list[_Step]:
+    return _graph_steps(program.graph_module, values)
+
+
+def _graph_steps(module: torch.fx.GraphModule, values: dict[Any, int]) -> list[_Step]:
+    steps = []
+    for node in module.graph.nodes:
+        if node.op != "call_function" or node.target in _TRANSPARENT or (
+                node.target is operator.getitem):
+            continue
+        if isinstance(node.target, torch._ops.HigherOrderOperator):
+            # A region under no_grad or autocast is a submodule in one capture and inline
+            # in another: compare what runs inside, in order.
+            for arg in node.args:
+                if isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
+                    sub = getattr(module, str(arg.target), None)
+                    if isinstance(sub, torch.fx.GraphModule):
+                        steps += _graph_steps(sub, values)
+            if "wrap_with" in str(node.target):
+                continue
+        shape = _shape(node.meta.get("val"), values)
+        if shape is None or shape == ():  # symbolic arithmetic, asserts: not tensor work
+            continue
+        if node.target in _IDENTITY_AT_SAME_SHAPE and node.args and isinstance(
+                node.args[0], torch.fx.Node) and _shape(node.args[0].meta.get("val"),
+                                                        values) == shape:
+            continue
+        target = aten.view.default if node.target in _SAME_AS_VIEW else node.target
+        args = _value(tuple(node.args), values)
+        if target is aten.view.default:
+            args = ()  # the output shape says it all (view(x, [-1]) and view(x, [n]) agree)
+        steps.append(_Step(node, (str(target), args, _value(node.kwargs, values), shape)))
+    return steps
+
+
+def _where(node: torch.fx.Node) -> str:
+    """The innermost frame of the node's stack trace: the model's line."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = [ln.strip() for ln in trace.strip().splitlines()]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("File "):
+            code = lines[i + 1] if i + 1 < len(lines) else ""
+            return f"{lines[i]}: {code}".replace('File "', "").replace('", line ', ":")
+    return "(no source line recorded)"
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is ANY or b is ANY:
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except TypeError:
+        return False
+
+
+def first_difference(general: torch.export.ExportedProgram,
+                     at_one: torch.export.ExportedProgram, values: dict[Any, int]) -> tuple[_Step | None, _Step | None] | None:
+    """The first pair of nodes that differ, or None when the programs agree."""
+    a, b = _steps(general, values), _steps(at_one, {})
+    for x, y in itertools.zip_longest(a, b):
+        if x is None or y is None or not _same(x.key, y.key):
+            return x, y
+    return None
+
+
+@dataclass
+class Unproved:
+    """A size-1 point where the two captures differ: the written file must be run there."""
+
+    label: str  # "batch=1"
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    message: str  # the refusal, should the file be wrong there
+
+
+def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
+          strict: bool, names: dict[Any, str]) -> tuple[list[str], list[Unproved]]:
+    """Compares ``program`` with a static capture at each size-1 point its ranges allow.
+
+    Returns notes on the points that could not be checked, and the points where the
+    captures differ. Many differences change nothing (transformers builds its causal
+    mask another way when the query has one token), so such a point is not refused here:
+    the written file is run there against eager (:func:`run_unproved`), and refused only
+    if it is wrong."""
+    from pt2onnx._dynamic import _export
+    from pt2onnx._resize import example_at
+
+    known = root_symbols(program)
+    ones = [s for s in known if _ones_allowed(program, s)]
+    if not ones:
+        return [], []
+    configs = [[s] for s in ones] + ([ones] if len(ones) > 1 else [])
+    notes: list[str] = []
+    unproved: list[Unproved] = []
+    for config in configs:
+        values = {**known, **{s: 1 for s in config}}
+        label = ", ".join(f"{names.get(s, str(s))}=1" for s in config)
+        example = example_at(program, values)
+        if example is None:
+            notes.append(f"size 1 not checked for {label}: the inputs could not be resized")
+            continue
+        args1, kwargs1 = example
+        try:
+            with torch.no_grad():
+                at_one = _export(module, args1, kwargs1, None, strict)
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            notes.append(f"size 1 not checked for {label}: the model does not capture at that "
+                         f"size ({type(exc).__name__}: {first})")
+            continue
+        found = first_difference(program, at_one, values)
+        if found is not None:
+            unproved.append(Unproved(label, args1, kwargs1,
+                                     _message(found, label, config, names)))
+    return notes, unproved
+
+
+def run_unproved(prog: Any, unproved: list[Unproved]) -> list[str]:
+    """Runs the written graph at each unproved size-1 point against eager PyTorch;
+    raises :class:`~pt2onnx.errors.SizeOneError` where it differs. Returns notes."""
+    import copy
+
+    notes = []
+    for point in unproved:
+        try:
+            with torch.no_grad():
+                prog._module(*copy.deepcopy(point.args), **copy.deepcopy(point.kwargs))
+        except Exception as exc:  # the resized inputs are not valid for the model
+            notes.append(f"{point.label}: not checked, the model itself fails on the example "
+                         f"resized there ({type(exc).__name__}: {str(exc)[:150]})")
+            continue
+        try:
+            result = prog._verify_once(copy.deepcopy(point.args), copy.deepcopy(point.kwargs),
+                                       1e-4, 1e-3, False, point.label)
+        except SizeOneError:
+            raise
+        except Exception as exc:
+            if "onnxruntime" in str(exc) and "install" in str(exc).lower():
+                raise SizeOneError(
+                    point.message + "\nThe graph may still be right there, but pt2onnx can "
+                    "only tell by running it: install onnxruntime (pip install "
+                    "'pt2onnx[verify]') and export again.") from None
+            raise SizeOneError(point.message + f"\nRun there, the graph failed: "
+                               f"{type(exc).__name__}: {str(exc)[:300]}") from None
+        if not result.ok:
+            raise SizeOneError(point.message + "\nRun there against eager PyTorch:\n"
+                               + str(result))
+        notes.append(f"{point.label}: the capture differs there, and the written graph "
+                     "was run there and matches eager PyTorch")
+    return notes
+
+
+def _describe(step: _Step | None) -> str:
+    if step is None:
+        return "nothing (the graph ends earlier)"
+    target, _, _, shape = step.key
+    return f"{target.removeprefix('aten.')} giving {_shapes_text(shape)}"
+
+
+def _shapes_text(shape: Any) -> str:
+    if isinstance(shape, tuple) and len(shape) == 2 and isinstance(shape[0], str):
+        return "(" + ", ".join(str(d) for d in shape[1]) + ")"
+    return ", ".join(_shapes_text(s) for s in shape)
+
+
+def _message(found: tuple[_Step | None, _Step | None], label: str, config: list[Any],
+             names: dict[Any, str]) -> str:
+    general, at_one = found
+    node = (general or at_one)
+    where = _where(node.node) if node is not None else "(unknown)"
+    dims = ", ".join(names.get(s, str(s)) for s in config)
+    return (
+        f"the exported graph computes something else than the model where {label}: "
+        f"at {where}\n"
+        f"  - at that size, PyTorch runs {_describe(at_one)};\n"
+        f"  - the dynamic graph (captured as if {dims} were never 1) runs "
+        f"{_describe(general)} there.\n"
+        "A file written from it would give wrong shapes or numbers at that size, so "
+        "pt2onnx refuses.\n"
+        f"Next step: if {dims} is never 1 in use, say so: Dim({dims.split(', ')[0]!r}, min=2) "
+        "in dynamic_shapes, with an example of size 2 or more there; otherwise change the line above so its result does not "
+        "depend on the size being 1 (x[0] or x.reshape(...) instead of x.squeeze(0), an "
+        "explicit branch-free form instead of `if x.size(0) == 1`), or leave that dim static."
+    )

@@ -1,0 +1,219 @@
+"""A dynamic dim that is 1: every written file is right there, or the export refuses.
+
+Each case exports once (from a size-1 example where the issue found it wrong) and is
+run in onnxruntime at size 1, at the example and at a size of 3 or more (issue 26).
+"""
+
+from __future__ import annotations
+
+import onnxruntime as ort
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+import pt2onnx
+from pt2onnx.errors import CaptureError, SizeOneError, VerificationError
+
+
+class One(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+class Two(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x, y):
+        return self.fn(x, y)
+
+
+def _run_at(path, model, inputs_at, sizes):
+    """The file at each size against eager: same shapes, close values."""
+    session = ort.InferenceSession(str(path))
+    for size in sizes:
+        given = inputs_at(size)  # once: the inputs are random
+        inputs = [t for t in given if t is not None]
+        with torch.no_grad():
+            expected = model(*given)
+        expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+        feed = {i.name: t.numpy() for i, t in zip(session.get_inputs(), inputs)}
+        got = session.run(None, feed)
+        for e, g in zip(expected, got):
+            assert tuple(g.shape) == tuple(e.shape), (size, g.shape, e.shape)
+            torch.testing.assert_close(torch.from_numpy(g), e, atol=1e-5, rtol=1e-4)
+
+
+RANK_CHANGING = {
+    "squeeze(0)": (lambda x: x.squeeze(0).sum(-1), lambda b: torch.randn(b, 3, 4), 0),
+    "squeeze()": (lambda x: x.squeeze(), lambda b: torch.randn(b, 3, 1), 0),
+    "squeeze((0, 2))": (lambda x: x.squeeze((0, 2)) * 2, lambda b: torch.randn(b, 3, 1), 0),
+    "squeeze(1) of a middle dim": (lambda x: x.squeeze(1) + 1, lambda b: torch.randn(2, b, 4), 1),
+    "reshape then squeeze(-1)": (lambda x: x.reshape(x.shape[0], -1).squeeze(-1),
+                                 lambda b: torch.randn(2, b), 1),
+}
+
+
+@pytest.mark.parametrize("case", list(RANK_CHANGING))
+def test_rank_changing_op_on_a_dim_that_may_be_1_is_refused(tmp_path, case):
+    fn, make, axis = RANK_CHANGING[case]
+    path = tmp_path / "m.onnx"
+    with pytest.raises(SizeOneError) as info:
+        pt2onnx.export(One(fn), (make(1),), path, input_names=["x"],
+                       dynamic_axes={"x": {axis: "b"}})
+    message = str(info.value)
+    assert "b=1" in message and "squeeze" in message, message
+    assert "test_size_one.py" in message, message  # the model's line
+    assert "min=2" in message, message  # the way out
+    assert not path.exists() and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("case", list(RANK_CHANGING))
+def test_rank_changing_op_exports_when_the_dim_is_never_1(tmp_path, case):
+    """The way out the refusal names: Dim(min=2) and an example of 2 or more."""
+    fn, make, axis = RANK_CHANGING[case]
+    path = tmp_path / "m.onnx"
+    model = One(fn)
+    pt2onnx.export(model, (make(2),), path, dynamic_shapes={"x": {axis: Dim("b", min=2)}})
+    _run_at(path, model, lambda b: (make(b),), [2, 3, 5])
+
+
+def test_index_select_with_a_0d_index_keeps_the_dim(tmp_path):
+    model = Two(lambda x, i: x.index_select(1, i))
+    path = tmp_path / "m.onnx"
+    make = lambda b: (torch.randn(b, 4), torch.tensor(2))  # noqa: E731
+    pt2onnx.export(model, make(1), path, input_names=["x", "y"], dynamic_axes={"x": {0: "b"}})
+    _run_at(path, model, make, [1, 2, 4])
+
+
+def _bags_1d(b, include_last_offset):
+    """b bags of 1..3 indices each (one empty bag when b > 2)."""
+    lengths = [(i % 3) + 1 for i in range(b)]
+    if b > 2:
+        lengths[1] = 0
+    offsets = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
+    n = int(offsets[-1])
+    indices = torch.randint(0, 10, (n,))
+    indices[::2] = 0  # padding_idx hits
+    return indices, (offsets if include_last_offset else offsets[:-1]), n
+
+
+# per_sample_weights: torch accepts them only with mode="sum".
+MODES = [("sum", False), ("sum", True), ("mean", False), ("max", False)]
+
+
+@pytest.mark.parametrize(("mode", "weighted"), MODES)
+@pytest.mark.parametrize("include_last_offset", [False, True])
+@pytest.mark.parametrize("padding_idx", [None, 0])
+def test_embedding_bag_1d_with_offsets_at_every_bag_count(tmp_path, mode, include_last_offset,
+                                                         weighted, padding_idx):
+    torch.manual_seed(0)
+    model = nn.EmbeddingBag(10, 3, mode=mode, include_last_offset=include_last_offset,
+                            padding_idx=padding_idx).eval()
+
+    def make(b):
+        indices, offsets, n = _bags_1d(b, include_last_offset)
+        return indices, offsets, (torch.rand(n) if weighted else None)
+
+    names = ["input", "offsets", "per_sample_weights"] if weighted else ["input", "offsets"]
+    axes = {"input": {0: "n"}, "offsets": {0: "bags"}}
+    if weighted:
+        axes["per_sample_weights"] = {0: "n"}
+    path = tmp_path / "m.onnx"
+    pt2onnx.export(model, make(1), path, input_names=names, dynamic_axes=axes, opset=18)
+    _run_at(path, model, make, [1, 2, 5])
+
+
+@pytest.mark.parametrize(("mode", "weighted"), MODES)
+def test_embedding_bag_2d_with_a_dynamic_batch(tmp_path, mode, weighted):
+    model = nn.EmbeddingBag(10, 3, mode=mode).eval()
+
+    def make(b):
+        return torch.randint(0, 10, (b, 4)), None, (torch.rand(b, 4) if weighted else None)
+
+    names = ["input", "per_sample_weights"] if weighted else ["input"]
+    axes = {"input": {0: "b"}}
+    if weighted:
+        axes["per_sample_weights"] = {0: "b"}
+    path = tmp_path / "m.onnx"
+    pt2onnx.export(model, make(1), path, input_names=names, dynamic_axes=axes, opset=18)
+    _run_at(path, model, make, [1, 2, 3])
+
+
+def test_a_declared_dim_is_never_fixed_by_a_trace(tmp_path):
+    """x (4, 3) + y (b, 3): b can only be 1 or 4. torch.export refuses the Dim, and a
+    trace would fix b to the example's 1: the export refuses instead, and says why."""
+    path = tmp_path / "m.onnx"
+    with pytest.raises(CaptureError, match="would fix every dim") as info:
+        pt2onnx.export(Two(lambda x, y: x + y), (torch.randn(4, 3), torch.randn(1, 3)), path,
+                       input_names=["x", "y"], dynamic_axes={"y": {0: "b"}})
+    assert "must match the size" in str(info.value)
+    assert not path.exists()
+
+
+def test_broadcasting_between_two_dynamic_dims_either_side_1(tmp_path):
+    """x (a, 3) against y (c, 3), both from size-1 examples: torch.export ties c to a, and
+    the file still broadcasts either side at 1, as eager does."""
+    model = Two(lambda x, y: torch.where(x > 0, x, y) + x * y)
+    path = tmp_path / "m.onnx"
+    pt2onnx.export(model, (torch.randn(1, 3), torch.randn(1, 3)), path,
+                   input_names=["x", "y"], dynamic_axes={"x": {0: "a"}, "y": {0: "c"}})
+    pairs = iter([(1, 1), (3, 3), (3, 1), (1, 3)])
+    _run_at(path, model, lambda _: tuple(torch.randn(n, 3) for n in next(pairs)), range(4))
+
+
+def test_a_difference_at_size_1_that_changes_nothing_is_run_and_kept(tmp_path):
+    """A branch on size 1 that computes the same values: the captures differ, the written
+    graph is run at size 1, matches, and the export goes on."""
+
+    def fn(x):
+        if x.shape[0] == 1:
+            return (x * 2).reshape(1, -1)
+        return x.reshape(x.shape[0], -1) * 2
+
+    model = One(fn)
+    path = tmp_path / "m.onnx"
+    prog = pt2onnx.export(model, (torch.randn(3, 2, 2),), path, input_names=["x"],
+                          dynamic_axes={"x": {0: "b"}})
+    assert any("b=1" in w and "matches eager" in w for w in prog.report.warnings), \
+        prog.report.warnings
+    _run_at(path, model, lambda b: (torch.randn(b, 2, 2),), [1, 3, 6])
+
+
+def test_a_branch_on_size_1_that_changes_the_result_is_refused(tmp_path):
+    def fn(x):
+        if x.shape[0] == 1:
+            return x + 100
+        return x * 2
+
+    path = tmp_path / "m.onnx"
+    with pytest.raises(SizeOneError, match="b=1") as info:
+        pt2onnx.export(One(fn), (torch.randn(3, 2),), path, input_names=["x"],
+                       dynamic_axes={"x": {0: "b"}})
+    assert "Run there against eager" in str(info.value)
+    assert not path.exists()
+
+
+def test_verify_runs_size_1_and_raises_on_a_mismatch(tmp_path):
+    model = One(lambda x: torch.relu(x) * 2)
+    prog = pt2onnx.export(model, (torch.randn(3, 4),), input_names=["x"],
+                          dynamic_axes={"x": {0: "b"}}, verify=True)
+    assert prog.report.verification.runs == ["the example inputs (b=3)", "b=6", "b=1"]
+
+    def wrong(g, x):
+        return g.op.Identity(x)  # relu left out: the file runs, with other numbers
+
+    path = tmp_path / "m.onnx"
+    with pytest.raises(VerificationError) as info:
+        pt2onnx.export(model, (torch.randn(3, 4),), path, input_names=["x"],
+                       dynamic_axes={"x": {0: "b"}}, verify=True,
+                       custom_translations={torch.ops.aten.relu.default: wrong})
+    assert not info.value.result.ok
+    assert "NO" in str(info.value)
+    assert not path.exists()
