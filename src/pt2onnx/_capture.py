@@ -156,7 +156,8 @@ def capture(
     notes: list[str] = []
     # Only a model with an RNN module can pack sequences into one.
     has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in module.modules())
-    packed = _packed_rnn.substitutions(notes) if has_rnn else contextlib.nullcontext()
+    packed = _packed_rnn.substitutions(notes, plain=dynamic_shapes is not None) if has_rnn \
+        else contextlib.nullcontext()
     with _no_leaked_fake_tensors(module):
         recorded: CaptureResult | str | None = None
         if record and dynamic_shapes is None and _record_enabled():

@@ -188,6 +188,30 @@ def _pad_packed_sequence(sequence: Any, batch_first: bool = False, padding_value
     return (out.transpose(0, 1) if batch_first else out), lengths
 
 
+def _plain_forward(module: torch.nn.RNNBase, input: torch.Tensor, hx: Any) -> Any:
+    """A plain (not packed) RNN call as ``pt2onnx::packed_rnn`` with every length full.
+
+    torch.export unrolls ``aten.lstm`` / ``gru`` / ``rnn`` over the steps, which fixes a
+    dynamic number of steps; the op keeps it a dim, and its rule writes an ONNX
+    LSTM / GRU / RNN that runs at any length, 1 included."""
+    unbatched = input.dim() == 2
+    x = input.unsqueeze(1) if unbatched else (
+        input.transpose(0, 1) if module.batch_first else input)
+    if hx is not None and unbatched:
+        hx = tuple(h.unsqueeze(1) for h in hx) if isinstance(hx, (tuple, list)) \
+            else hx.unsqueeze(1)
+    lengths = torch.full((x.shape[1],), 1, dtype=torch.int64) * x.shape[0]
+    packed, state = _rnn_forward(module, _PaddedPacked(x, lengths), hx)
+    out = packed.padded
+    if unbatched:
+        out = out.squeeze(1)
+        state = tuple(h.squeeze(1) for h in state) if isinstance(state, tuple) \
+            else state.squeeze(1)
+    elif module.batch_first:
+        out = out.transpose(0, 1)
+    return out, state
+
+
 def _rnn_forward(module: torch.nn.RNNBase, packed: _PaddedPacked, hx: Any) -> Any:
     if module.training and module.dropout > 0 and module.num_layers > 1:
         raise CaptureError(
@@ -222,11 +246,12 @@ def _settle_dynamo_rules() -> None:
 
 
 @contextlib.contextmanager
-def substitutions(notes: list[str]) -> Iterator[None]:
+def substitutions(notes: list[str], plain: bool = False) -> Iterator[None]:
     """Swaps pack / unpack and the RNN modules' forward while a model is captured.
 
     The functions are replaced wherever a loaded module holds them (a model that did
-    ``from torch.nn.utils.rnn import pack_padded_sequence`` included)."""
+    ``from torch.nn.utils.rnn import pack_padded_sequence`` included). With ``plain``
+    (dynamic shapes), a plain RNN call becomes the same op, with full lengths."""
     define_ops()
     _settle_dynamo_rules()
     used: list[bool] = []
@@ -250,6 +275,9 @@ def substitutions(notes: list[str]) -> Iterator[None]:
             if isinstance(input, _PaddedPacked):
                 used.append(True)
                 return _rnn_forward(self, input, hx)
+            if plain and isinstance(input, torch.Tensor) and input.dim() in (2, 3):
+                used.append(False)
+                return _plain_forward(self, input, hx)
             return original(self, input, hx)
         forward.__wrapped__ = original  # type: ignore[attr-defined]
         return forward
@@ -263,9 +291,14 @@ def substitutions(notes: list[str]) -> Iterator[None]:
             cls.forward = original  # type: ignore[method-assign]
         for namespace, name, value in replaced:
             namespace[name] = value
-        if used:
+        if any(used):
             notes.append(
                 f"pack_padded_sequence -> RNN -> pad_packed_sequence was captured as "
-                f"pt2onnx::packed_rnn ({len(used)} call(s)): the sequences stay padded and "
+                f"pt2onnx::packed_rnn ({sum(used)} call(s)): the sequences stay padded and "
                 "their lengths become ONNX sequence_lens."
+            )
+        if not all(used):
+            notes.append(
+                f"nn.LSTM / nn.GRU / nn.RNN was captured as pt2onnx::packed_rnn "
+                f"({len(used) - sum(used)} call(s)), so its number of steps stays dynamic."
             )
