@@ -93,6 +93,9 @@ class Program:
     stmts: list[Stmt]
     outputs: list[str]
     b: tuple[int, int] | None = None  # (example, second) sizes of B; None when static
+    # The smallest size declared for B. At 1 (the edge programs, see generator.py's
+    # with_edges) the program is also run with B = 1, and its example may be 1.
+    b_min: int = B_MIN
     half: bool = False  # float16 values flow through: looser tolerances
     notes: dict[str, Any] = field(default_factory=dict)
 
@@ -147,6 +150,7 @@ def render(p: Program) -> str:
     lines.append(f"SEED = {p.seed}")
     lines.append(f"B = {p.b!r}  # (example, second) size of the dynamic dim; None: static")
     lines.append(f"HALF = {p.half!r}  # float16 values flow through (looser tolerance)")
+    lines.append(f"B_MIN = {p.b_min!r}  # the smallest declared size of B (1: also run at 1)")
     lines += HELPERS.splitlines()
     lines += ["", "", "class Program(torch.nn.Module):", "    def __init__(self):",
               "        super().__init__()", "        g = torch.Generator().manual_seed(SEED + 1)"]
@@ -168,7 +172,7 @@ def render(p: Program) -> str:
     names = ", ".join(x.name for x in inputs) + ("," if len(inputs) == 1 else "")
     lines += [f"    return ({names})", "", ""]
     lines += ["def dynamic_shapes():", "    if B is None:", "        return None",
-              '    b = torch.export.Dim("B", min=4, max=64)']
+              f'    b = torch.export.Dim("B", min=B_MIN, max={B_MAX})']
     specs = []
     for x in inputs:
         axes = {i: c for i, (c, _) in enumerate(x.shape) if c}
