@@ -6,6 +6,7 @@ run in onnxruntime at size 1, at the example and at a size of 3 or more (issue 2
 
 from __future__ import annotations
 
+import onnx
 import onnxruntime as ort
 import pytest
 import torch
@@ -61,17 +62,49 @@ RANK_CHANGING = {
 
 
 @pytest.mark.parametrize("case", list(RANK_CHANGING))
-def test_rank_changing_op_on_a_dim_that_may_be_1_is_refused(tmp_path, case):
+def test_rank_changing_op_on_a_dim_that_may_be_1_gets_a_graph_for_each_side(tmp_path, case):
+    """The capture at 1 differs and the dynamic graph is wrong there: the file holds both
+    graphs under an If on the input's size, and is right at 1 and above."""
     fn, make, axis = RANK_CHANGING[case]
     path = tmp_path / "m.onnx"
+    model = One(fn)
+    prog = pt2onnx.export(model, (make(1),), path, input_names=["x"],
+                          dynamic_axes={"x": {axis: "b"}})
+    onnx.checker.check_model(str(path), full_check=True)
+    assert [n.op_type for n in onnx.load(str(path)).graph.node][-1] == "If"
+    assert any("b=1" in w and "a graph for each side of 1" in w and "test_size_one.py" in w
+               for w in prog.report.warnings), prog.report.warnings
+    assert [d if isinstance(d, int) else str(d) for d in prog.model.graph.inputs[0].shape][
+        axis] == "b"
+    _run_at(path, model, lambda b: (make(b),), [1, 2, 5])
+
+
+def test_two_dims_that_each_change_the_result_at_1_are_refused(tmp_path):
+    """One If is written at most: a second dim whose 1 also changes the result is refused,
+    naming the dim, the op, the line and the ways out, and no file is left."""
+    path = tmp_path / "m.onnx"
     with pytest.raises(SizeOneError) as info:
-        pt2onnx.export(One(fn), (make(1),), path, input_names=["x"],
-                       dynamic_axes={"x": {axis: "b"}})
+        pt2onnx.export(One(lambda x: x.squeeze() * 2), (torch.randn(2, 3),), path,
+                       input_names=["x"], dynamic_axes={"x": {0: "a", 1: "c"}})
     message = str(info.value)
-    assert "b=1" in message and "squeeze" in message, message
-    assert "test_size_one.py" in message, message  # the model's line
-    assert "min=2" in message, message  # the way out
+    assert "c=1" in message and "squeeze" in message and "test_size_one.py" in message
+    assert "min=2" in message
     assert not path.exists() and not list(tmp_path.iterdir())
+
+
+def test_rank_changing_op_with_another_dynamic_dim(tmp_path):
+    """The graph at b=1 keeps t dynamic."""
+    model = One(lambda x: x.squeeze(0).transpose(0, 1) + 1)
+    path = tmp_path / "m.onnx"
+    pt2onnx.export(model, (torch.randn(1, 5, 4),), path, input_names=["x"],
+                   dynamic_axes={"x": {0: "b", 1: "t"}})
+    sizes = iter([(1, 1), (1, 7), (3, 1), (2, 6)])
+    _run_at(path, model, lambda _: (torch.randn(next(sizes)[0], 5, 4),), range(1))
+    session = ort.InferenceSession(str(path))
+    for b, t in [(1, 1), (1, 7), (3, 1), (2, 6)]:
+        x = torch.randn(b, t, 4)
+        got = session.run(None, {"x": x.numpy()})[0]
+        torch.testing.assert_close(torch.from_numpy(got), model(x))
 
 
 @pytest.mark.parametrize("case", list(RANK_CHANGING))
@@ -186,18 +219,17 @@ def test_a_difference_at_size_1_that_changes_nothing_is_run_and_kept(tmp_path):
     _run_at(path, model, lambda b: (torch.randn(b, 2, 2),), [1, 3, 6])
 
 
-def test_a_branch_on_size_1_that_changes_the_result_is_refused(tmp_path):
+def test_a_branch_on_size_1_that_changes_the_result_gets_a_graph_for_each_side(tmp_path):
     def fn(x):
         if x.shape[0] == 1:
             return x + 100
         return x * 2
 
+    model = One(fn)
     path = tmp_path / "m.onnx"
-    with pytest.raises(SizeOneError, match="b=1") as info:
-        pt2onnx.export(One(fn), (torch.randn(3, 2),), path, input_names=["x"],
-                       dynamic_axes={"x": {0: "b"}})
-    assert "Run there against eager" in str(info.value)
-    assert not path.exists()
+    pt2onnx.export(model, (torch.randn(3, 2),), path, input_names=["x"],
+                   dynamic_axes={"x": {0: "b"}})
+    _run_at(path, model, lambda b: (torch.randn(b, 2),), [1, 3, 6])
 
 
 def test_verify_runs_size_1_and_raises_on_a_mismatch(tmp_path):

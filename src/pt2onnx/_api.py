@@ -193,10 +193,15 @@ def _export(
     # user's rule for one of them could never fire: such exports go to torch.export.
     record = not any(_capture.composite(op) for op in custom)
 
-    def capture(record: bool) -> _capture.CaptureResult:
+    user_spec = dynamic_shapes
+
+    def capture(record: bool, inputs: tuple[tuple[Any, ...], dict[str, Any]] = (args, kwargs),
+                spec: Any = user_spec) -> _capture.CaptureResult:
+        args, kwargs = inputs
+
         def attempt(target: Any, cargs: tuple[Any, ...], ckwargs: dict[str, Any],
                     ) -> _capture.CaptureResult:
-            return _capture.capture(target, cargs, ckwargs, dynamic_shapes,
+            return _capture.capture(target, cargs, ckwargs, spec,
                                     trace_decompositions, has_rule, record=record)
 
         with debug.preserving_meta(), _moe_rules.grouped_experts(model) as moe_notes:
@@ -349,8 +354,22 @@ def _export(
     prog._sym_names, prog._traced = translator.sym_names, captured.traced
     prog._call_model = model
     if captured.size_one:
+        def at_one(point: _size_one.Unproved) -> ir.Model:
+            # The model captured again with the dim at 1 (the other dims still dynamic).
+            spec = _dynamic.without_dims(user_spec, point.dim_names)
+            cap = capture(True, (point.args, point.kwargs), spec)
+            program1 = decompose(cap)
+            names1 = _capture.user_dim_names(model, point.args, point.kwargs, spec,
+                                             cap.program)
+            translator1 = Translator(
+                program1, registry, target_opset, dict(custom_translations or {}),
+                list(input_names) if input_names else None,
+                list(output_names) if output_names else None, names1)
+            model1 = translator1.run()
+            return passes.optimize(model1) if optimize else passes.cleanup(model1)
+
         with rep.stage("verify"):
-            rep.warnings.extend(_size_one.run_unproved(prog, captured.size_one))
+            rep.warnings.extend(_size_one.settle(prog, captured, at_one))
     if verify:  # before saving: a file that does not match is never written
         with rep.stage("verify"):
             result = prog.verify(bisect=True)  # the example, a second size, and size 1

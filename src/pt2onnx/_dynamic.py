@@ -176,6 +176,28 @@ def all_dynamic(inputs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def without_dims(spec: Any, names: list[str]) -> Any:
+    """``spec`` with the Dims called ``names`` (and the dims derived from them) made static;
+    None when no dynamic dim is left."""
+    def strip(s: Any) -> Any:
+        if isinstance(s, dict):
+            return {k: strip(v) for k, v in s.items()}
+        if isinstance(s, (list, tuple)):
+            return type(s)(strip(v) for v in s)
+        root = getattr(s, "root", s)
+        return None if getattr(root, "__name__", None) in names else s
+
+    def dynamic(s: Any) -> bool:
+        if isinstance(s, dict):
+            return any(dynamic(v) for v in s.values())
+        if isinstance(s, (list, tuple)):
+            return any(dynamic(v) for v in s)
+        return s is not None and not isinstance(s, int)
+
+    stripped = strip(spec)
+    return stripped if dynamic(stripped) else None
+
+
 # -- declared dims ----------------------------------------------------------------
 @dataclass
 class DeclaredAxis:

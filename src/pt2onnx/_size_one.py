@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
@@ -204,6 +204,9 @@ class Unproved:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     message: str  # the refusal, should the file be wrong there
+    symbols: list[Any] = field(default_factory=list)  # the symbols at 1 there
+    dim_names: list[str] = field(default_factory=list)  # their Dim names
+    where: str = ""  # the model line of the first difference
 
 
 def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
@@ -237,24 +240,52 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
             with torch.no_grad():
                 at_one = _export(module, args1, kwargs1, None, strict)
         except Exception as exc:
-            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            why = (str(exc).strip().splitlines() or [""])[0][:200]
             notes.append(f"size 1 not checked for {label}: the model does not capture at that "
-                         f"size ({type(exc).__name__}: {first})")
+                         f"size ({type(exc).__name__}: {why})")
             continue
         found = first_difference(program, at_one, values)
         if found is not None:
-            unproved.append(Unproved(label, args1, kwargs1,
-                                     _message(found, label, config, names)))
+            first = found[0] or found[1]
+            unproved.append(Unproved(
+                label, args1, kwargs1, _message(found, label, config, names), list(config),
+                [names[s] for s in config if s in names],
+                _where(first.node) if first is not None else ""))
     return notes, unproved
 
 
-def run_unproved(prog: Any, unproved: list[Unproved]) -> list[str]:
-    """Runs the written graph at each unproved size-1 point against eager PyTorch;
-    raises :class:`~pt2onnx.errors.SizeOneError` where it differs. Returns notes."""
+def _run(prog: Any, point: Unproved) -> str | None:
+    """Runs the written graph at ``point`` against eager: None when it matches, else the
+    comparison; raises where it cannot tell."""
     import copy
 
+    try:
+        result = prog._verify_once(copy.deepcopy(point.args), copy.deepcopy(point.kwargs),
+                                   1e-4, 1e-3, False, point.label)
+    except Exception as exc:
+        if "onnxruntime" in str(exc) and "install" in str(exc).lower():
+            raise SizeOneError(
+                point.message + "\nThe graph may still be right there, but pt2onnx can "
+                "only tell by running it: install onnxruntime (pip install "
+                "'pt2onnx[verify]') and export again.") from None
+        return f"the graph failed there: {type(exc).__name__}: {str(exc)[:300]}"
+    return None if result.ok else str(result)
+
+
+def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
+    """Runs the written graph at each unproved size-1 point against eager PyTorch.
+
+    Where it is wrong at one dim's 1, the model captured at that size (``at_one(point)``,
+    an ir.Model) and the general graph are joined under an ``If`` on that dim
+    (:mod:`pt2onnx._size_one_merge`), and the point is run again. Raises
+    :class:`~pt2onnx.errors.SizeOneError` where a point stays wrong. Returns notes."""
+    import copy
+
+    from pt2onnx._size_one_merge import input_position, merge_at_one
+
     notes = []
-    for point in unproved:
+    branched = False
+    for point in captured.size_one:
         try:
             with torch.no_grad():
                 prog._module(*copy.deepcopy(point.args), **copy.deepcopy(point.kwargs))
@@ -262,24 +293,36 @@ def run_unproved(prog: Any, unproved: list[Unproved]) -> list[str]:
             notes.append(f"{point.label}: not checked, the model itself fails on the example "
                          f"resized there ({type(exc).__name__}: {str(exc)[:150]})")
             continue
+        wrong = _run(prog, point)
+        if wrong is None:
+            notes.append(f"{point.label}: the capture differs there, and the written graph "
+                         "was run there and matches eager PyTorch")
+            continue
+        where = input_position(captured.program, point.symbols[0]) if len(
+            point.symbols) == 1 else None
+        if branched or where is None:
+            raise SizeOneError(point.message + "\nRun there against eager PyTorch:\n" + wrong)
         try:
-            result = prog._verify_once(copy.deepcopy(point.args), copy.deepcopy(point.kwargs),
-                                       1e-4, 1e-3, False, point.label)
+            prog.model, other_rank = merge_at_one(prog.model, at_one(point), *where)
         except SizeOneError:
             raise
         except Exception as exc:
-            if "onnxruntime" in str(exc) and "install" in str(exc).lower():
-                raise SizeOneError(
-                    point.message + "\nThe graph may still be right there, but pt2onnx can "
-                    "only tell by running it: install onnxruntime (pip install "
-                    "'pt2onnx[verify]') and export again.") from None
-            raise SizeOneError(point.message + f"\nRun there, the graph failed: "
+            raise SizeOneError(point.message + "\nRun there against eager PyTorch:\n" + wrong
+                               + f"\nA graph for each side of 1 could not be built either: "
                                f"{type(exc).__name__}: {str(exc)[:300]}") from None
-        if not result.ok:
-            raise SizeOneError(point.message + "\nRun there against eager PyTorch:\n"
-                               + str(result))
-        notes.append(f"{point.label}: the capture differs there, and the written graph "
-                     "was run there and matches eager PyTorch")
+        prog._session = None
+        branched = True
+        again = _run(prog, point)
+        if again is not None:
+            raise SizeOneError(point.message + "\nEven as a graph for each side of 1, run "
+                               "there against eager PyTorch:\n" + again)
+        notes.append(f"{point.label}: the model computes something else there (at "
+                     f"{point.where}), so the file holds a graph for each side of 1, "
+                     f"chosen by an If on the input's size")
+        if other_rank:
+            notes.append(f"{point.label}: outputs {other_rank} have a lower rank there than "
+                         "the file declares (ONNX declares one rank per output); onnxruntime "
+                         "warns and returns eager's shape")
     return notes
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-from pt2onnx.passes import runtime_workarounds
+from pt2onnx.passes import pad_before_max_pool, runtime_workarounds
 
 
 def optimize(model: ir.Model) -> ir.Model:
@@ -28,6 +28,7 @@ def optimize(model: ir.Model) -> ir.Model:
     # output must stay typed, so the types and shapes are restored after the passes.
     before = [(o.type, o.shape) for o in model.graph.outputs]
     runtime_workarounds.apply(model)
+    pad_before_max_pool.apply(model)
     model = passes(model).model
     for out, (type_, shape) in zip(model.graph.outputs, before):
         if out.type is None:
@@ -41,4 +42,5 @@ def cleanup(model: ir.Model) -> ir.Model:
     """What runs even with optimize=False: unused initializers from folding go, and
     the rewrites that keep onnxruntime from crashing on a valid graph."""
     runtime_workarounds.apply(model)
+    pad_before_max_pool.apply(model)
     return common.RemoveUnusedNodesPass()(model).model

@@ -1,0 +1,121 @@
+"""One file for both sides of size 1: ``If(dim == 1, graph at 1, general graph)``.
+
+Where a declared dim may be 1 and the model computes something else there (``squeeze``
+drops the dim only at 1, so even the result's rank changes), no single graph traced
+as if the dim were never 1 is right. pt2onnx then captures the model a second time
+with that dim at 1 (every other dim still dynamic), translates it, and joins both
+graphs under an ``If`` on the input's size: each branch is exact on its side. The
+weights the two graphs share are stored once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+
+def _same_tensor(a: ir.Value, b: ir.Value) -> bool:
+    ta, tb = a.const_value, b.const_value
+    if ta is None or tb is None:
+        return False
+    if getattr(ta, "raw", None) is not None and getattr(ta, "raw", None) is getattr(tb, "raw", 0):
+        return True
+    if ta.dtype != tb.dtype or tuple(ta.shape) != tuple(tb.shape):
+        return False
+    return bool(np.array_equal(ta.numpy(), tb.numpy()))
+
+
+def _merged_shape(a: ir.Value, b: ir.Value) -> ir.Shape | None:
+    """The dims both branches agree on, the others unnamed. ONNX wants a rank on every
+    graph output: where the branches' ranks differ (``squeeze`` at 1), the general
+    graph's rank is declared, with no dim known (onnxruntime warns at 1 and runs)."""
+    if a.shape is None or b.shape is None:
+        return None
+    if len(a.shape) != len(b.shape):
+        return ir.Shape([None] * len(a.shape))
+    return ir.Shape([x if x == y else None for x, y in zip(a.shape, b.shape)])
+
+
+def _branch(graph: ir.Graph, name: str) -> ir.Graph:
+    """``graph``'s nodes as a subgraph with no inputs (it reads the outer graph's)."""
+    nodes = list(graph)
+    graph.remove(nodes, safe=False)
+    outputs = list(graph.outputs)
+    graph.outputs.clear()
+    body = ir.Graph([], [], nodes=nodes, name=name)
+    for value in outputs:
+        # A branch output must be made in the branch (a model input or a weight passed
+        # through is not): an Identity names it there.
+        out = ir.Value(name=f"{name}/out/{value.name}", type=value.type, shape=value.shape)
+        body.append(ir.Node("", "Identity", [value], outputs=[out]))
+        body.outputs.append(out)
+    return body
+
+
+def merge_at_one(general: ir.Model, at_one: ir.Model, input_index: int, axis: int,
+                 ) -> tuple[ir.Model, list[str]]:
+    """``general`` with its nodes under ``If(Shape(input)[axis] == 1, at_one, general)``.
+
+    Both models take the same inputs in the same order; ``at_one`` was captured with
+    that input's ``axis`` at 1. ``general`` is changed in place and returned, with the
+    names of the outputs whose rank at 1 is not the declared one."""
+    g, g1 = general.graph, at_one.graph
+    if len(g.inputs) != len(g1.inputs) or len(g.outputs) != len(g1.outputs):
+        raise ValueError("the two captures have different inputs or outputs")
+    for v1, v in zip(g1.inputs, g.inputs):
+        v1.replace_all_uses_with(v)
+    for name in list(g1.initializers):
+        init = g1.initializers.pop(name)
+        other = g.initializers.get(name)
+        if other is not None and _same_tensor(other, init):
+            init.replace_all_uses_with(other)
+            continue
+        init.name = f"at_one/{name}"
+        g.register_initializer(init)
+    for node in g1:  # value names are unique across a model and its subgraphs
+        for out in node.outputs:
+            out.name = f"at_one/{out.name}"
+        if node.name:
+            node.name = f"at_one/{node.name}"
+    outputs = list(g.outputs)
+    names = [v.name or f"output_{i}" for i, v in enumerate(outputs)]
+    shapes = [_merged_shape(a, b) for a, b in zip(outputs, g1.outputs)]
+    other_rank = [v.name or "" for v, w in zip(outputs, g1.outputs) if v.shape is not None
+                  and w.shape is not None and len(v.shape) != len(w.shape)]
+    then_branch, else_branch = _branch(g1, "at_one"), _branch(g, "general")
+    x = g.inputs[input_index]
+    size = ir.Node("", "Shape", [x], attributes=[ir.AttrInt64("start", axis),
+                                                 ir.AttrInt64("end", axis + 1)])
+    one = ir.Value(name="size_one/one", const_value=ir.tensor(np.array([1], np.int64)))
+    g.register_initializer(one)
+    cond = ir.Node("", "Equal", [size.outputs[0], one])
+    choose = ir.Node("", "If", [cond.outputs[0]],
+                     attributes=[ir.AttrGraph("then_branch", then_branch),
+                                 ir.AttrGraph("else_branch", else_branch)],
+                     num_outputs=len(outputs))
+    g.extend([size, cond, choose])
+    for out, old, name, shape in zip(choose.outputs, outputs, names, shapes):
+        if old.producer() is not None:  # the If's output takes the name
+            old.name = f"general/{name}"
+        out.name, out.type, out.shape = name, old.type, shape
+        g.outputs.append(out)
+    for domain, version in g1.opset_imports.items():
+        g.opset_imports.setdefault(domain, version)
+    for key, function in at_one.functions.items():
+        general.functions.setdefault(key, function)
+    return general, other_rank
+
+
+def input_position(program: Any, symbol: Any) -> tuple[int, int] | None:
+    """(tensor input index, axis) of the first input dim that is ``symbol`` itself."""
+    import torch
+
+    from pt2onnx._resize import _user_shapes
+
+    for i, shape in enumerate(_user_shapes(program)):
+        for axis, d in enumerate(shape):
+            if isinstance(d, torch.SymInt) and d.node.expr == symbol:
+                return i, axis
+    return None
