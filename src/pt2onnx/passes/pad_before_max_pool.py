@@ -59,15 +59,17 @@ def _rewrite(graph: ir.Graph) -> int:
             extra = []
         zero = graph_const(graph, np.array([0], np.int64), node, "axis")
         unsqueeze = ir.Node("", "Unsqueeze", [x, zero], name=f"{node.name}/unsqueeze")
-        inputs = [unsqueeze.outputs[0], graph_const(graph, new_pads, node, "pads")]
+        inputs: list[ir.Value | None] = [unsqueeze.outputs[0],
+                                         graph_const(graph, new_pads, node, "pads")]
         if rest or extra:
             inputs += [*(rest or [None]), *extra]
         pad = ir.Node("", "Pad", inputs, attributes=list(node.attributes.values()),
                       name=f"{node.name}/pad")
         squeeze = ir.Node("", "Squeeze", [pad.outputs[0], zero], name=f"{node.name}/squeeze")
         out = node.outputs[0]
-        for value in (unsqueeze.outputs[0], pad.outputs[0]):
-            value.dtype = out.dtype
+        if out.dtype is not None:
+            for value in (unsqueeze.outputs[0], pad.outputs[0]):
+                value.dtype = out.dtype
         ir.convenience.replace_nodes_and_values(
             graph, node, [node], [unsqueeze, pad, squeeze], [out], [squeeze.outputs[0]])
         count += 1
