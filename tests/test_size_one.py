@@ -326,3 +326,28 @@ def test_unbatched_rnn_with_dynamic_steps(tmp_path):
             expected = model(x, None)
         for e, g in zip(expected, session.run(None, {session.get_inputs()[0].name: x.numpy()})):
             torch.testing.assert_close(torch.from_numpy(g), e, atol=1e-5, rtol=1e-4)
+
+
+def test_a_rule_that_reads_a_symbolic_size_as_a_number_is_refused(tmp_path):
+    """int(g.shape[0]) in a rule would fix the dim to the example's size (EmbeddingBag's
+    bag count did): the translator refuses it, naming the rule and the symbol."""
+
+    def baked(g, x):
+        return g.op.Reshape(x, g.const([int(g.shape[0]), -1]))  # the example's size
+
+    path = tmp_path / "m.onnx"
+    with pytest.raises(pt2onnx.TranslationError, match="BakedSize: the rule read the symbolic"):
+        pt2onnx.export(One(lambda x: torch.relu(x)), (torch.randn(3, 4),), path,
+                       input_names=["x"], dynamic_axes={"x": {0: "b"}},
+                       custom_translations={torch.ops.aten.relu.default: baked})
+    assert not path.exists()
+
+
+def test_a_static_size_still_reads_as_a_number():
+    def fine(g, x):
+        return g.op.Reshape(g.op.Relu(x), g.const([-1, int(g.shape[1])]))
+
+    prog = pt2onnx.export(One(lambda x: torch.relu(x)), (torch.randn(3, 4),),
+                          input_names=["x"], dynamic_axes={"x": {0: "b"}},
+                          custom_translations={torch.ops.aten.relu.default: fine})
+    assert prog.verify(torch.randn(5, 4)).ok

@@ -13,6 +13,7 @@ import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
 from pt2onnx import _builder, _decomp
+from pt2onnx._baked_sizes import no_baked_sizes
 from pt2onnx._fold import FOLD_LIMIT, Const, empty_result, fold, foldable, get_attr
 from pt2onnx._fx_meta import (
     Source,
@@ -329,7 +330,8 @@ class Translator:
         self.g.meta = node.meta.get("val")
         start = len(self.g.nodes)
         try:
-            result = entry.fn(self.g, *args, **kwargs)
+            with no_baked_sizes():
+                result = entry.fn(self.g, *args, **kwargs)
         except Exception as exc:
             if self.missing:
                 self.env[node] = self._placeholder(node)

@@ -236,7 +236,10 @@ def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: 
     wrapper = fusion.wrap(model, layout, dtype, notes)
     layout = fusion.layout(layout)
     in_names, out_names = _wrapper.names(layout)
-    with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache():
+    from pt2onnx._size_one import trusted
+
+    size_one = trusted("export-llm: genai's loop runs batch 1, one token and an empty cache")
+    with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache(), size_one:
         warnings.simplefilter("always")
         prog = pt2onnx.export(
             wrapper, _meta.example(model, _wrapper.example(layout, dtype)), None,
