@@ -15,14 +15,33 @@ import pt2onnx
 warnings.filterwarnings("ignore", message=".*LeafSpec.*")
 
 
+def _eager(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[Any]:
+    """The model's outputs on copies of the inputs (a cache input grows in place)."""
+    import copy
+
+    import torch.utils._pytree as pytree
+
+    if isinstance(model, torch.export.ExportedProgram):
+        model = model.module()
+    with torch.no_grad():
+        out = model(*copy.deepcopy(args), **copy.deepcopy(kwargs or {}))
+    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
 def export_and_verify(
     model: Any, args: tuple[Any, ...], tmp_path: Path, *, kwargs: dict[str, Any] | None = None,
     name: str = "model", **export_kwargs: Any,
 ) -> pt2onnx.OnnxProgram:
-    """Exports to a file, runs onnx.checker (full_check, by path) and checks parity."""
+    """Exports to a file, runs onnx.checker (full_check, by path) and checks parity; the
+    model's eager outputs after the export are those before it (an export leaves the
+    model as it found it: hooks, training flags, attributes, buffers)."""
     path = tmp_path / f"{name}.onnx"
+    before = _eager(model, args, kwargs)
     prog = pt2onnx.export(model, args, path, kwargs=kwargs, **export_kwargs)
     assert path.exists()
+    after = _eager(model, args, kwargs)
+    assert len(before) == len(after) and all(
+        torch.equal(a, b) for a, b in zip(before, after)), "the export changed the model"
     onnx.checker.check_model(str(path), full_check=True)
     result = prog.verify(*args, **(kwargs or {}))
     assert result.outputs, "the model has no outputs to compare"

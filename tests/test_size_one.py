@@ -351,3 +351,29 @@ def test_a_static_size_still_reads_as_a_number():
                           input_names=["x"], dynamic_axes={"x": {0: "b"}},
                           custom_translations={torch.ops.aten.relu.default: fine})
     assert prog.verify(torch.randn(5, 4)).ok
+
+
+def test_an_export_leaves_the_model_as_it_found_it(tmp_path):
+    """transformers installs output-capturing hooks during a forward; the recorded run
+    left Segformer's behind and its next eager call failed (issue 27)."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.SegformerConfig(
+        num_channels=3, num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+        hidden_sizes=[8, 16], num_attention_heads=[1, 2], decoder_hidden_size=16, num_labels=3,
+        patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2])
+    model = transformers.SegformerForSemanticSegmentation(cfg).eval()
+    reference = transformers.SegformerForSemanticSegmentation(cfg).eval()
+    reference.load_state_dict(model.state_dict())
+    x = torch.randn(1, 3, 32, 32)
+
+    def hooks(m):
+        return sum(len(sub._forward_hooks) + len(sub._forward_pre_hooks) for sub in m.modules())
+
+    grads = [p.requires_grad for p in model.parameters()]
+    for kwargs in ({}, {"input_names": ["x"], "dynamic_axes": {"x": {0: "b"}}}):
+        installed = hooks(model)  # 0, then those transformers' own eager call installed
+        pt2onnx.export(model, (x,), tmp_path / "m.onnx", **kwargs)
+        assert hooks(model) == installed and not model.training
+        assert [p.requires_grad for p in model.parameters()] == grads
+        with torch.no_grad():
+            torch.testing.assert_close(model(x).logits, reference(x).logits)

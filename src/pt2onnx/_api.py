@@ -121,7 +121,8 @@ def export(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with _legacy.training_mode(model, legacy.training), _compat.uint8_index_masks():
+        with _capture.preserved_state(model), _legacy.training_mode(model, legacy.training), \
+                _compat.uint8_index_masks():
             prog = _export(
                 model, args, f, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
                 input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes,

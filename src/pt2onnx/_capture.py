@@ -158,7 +158,7 @@ def capture(
     has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in module.modules())
     packed = _packed_rnn.substitutions(notes, plain=dynamic_shapes is not None) if has_rnn \
         else contextlib.nullcontext()
-    with _no_leaked_fake_tensors(module):
+    with _no_leaked_fake_tensors(module), named_var_kwargs(module, kwargs):
         recorded: CaptureResult | str | None = None
         if record and dynamic_shapes is None and _record_enabled():
             # A packed sequence is never recorded: its shapes come from the lengths.
@@ -232,6 +232,89 @@ def _holds_fake(value: Any) -> bool:
     leaves = torch.utils._pytree.tree_leaves(value) if isinstance(
         value, (tuple, list, dict)) else [value]
     return any(isinstance(leaf, tracing) for leaf in leaves)
+
+
+@contextlib.contextmanager
+def named_var_kwargs(module: Any, kwargs: dict[str, Any]) -> Iterator[None]:
+    """Keyword inputs that forward takes through ``**kwargs`` become named parameters of
+    forward while the model is captured.
+
+    torch.export cannot give dynamic shapes to what ``**kwargs`` receives (nor name it),
+    and transformers 5.24 moved ``past_key_values`` there (the parameter is ``cache``
+    now, the old keyword still accepted through ``**kwargs`` until 5.40). With forward
+    seen as ``forward(..., *, past_key_values=None)``, ``dynamic_shapes`` and
+    ``dynamic_axes`` keyed by that name work, and the input keeps its name."""
+    import inspect
+
+    if not isinstance(module, torch.nn.Module) or not kwargs:
+        yield
+        return
+    try:
+        signature = inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        yield
+        return
+    params = list(signature.parameters.values())
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        yield
+        return
+    extra = [k for k in kwargs if k not in signature.parameters]
+    if not extra:
+        yield
+        return
+    original = module.forward
+    named = [p for p in params if p.kind is not p.VAR_KEYWORD] + [
+        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None) for k in extra]
+
+    def forward(*args: Any, **kw: Any) -> Any:
+        return original(*args, **kw)
+
+    forward.__signature__ = signature.replace(parameters=named)  # type: ignore[attr-defined]
+    had = "forward" in module.__dict__
+    saved = module.__dict__.get("forward")
+    module.__dict__["forward"] = forward
+    try:
+        yield
+    finally:
+        if had:
+            module.__dict__["forward"] = saved
+        else:
+            del module.__dict__["forward"]
+
+
+_HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_backward_hooks",
+               "_backward_pre_hooks")
+
+
+@contextlib.contextmanager
+def preserved_state(model: Any) -> Iterator[None]:
+    """An export leaves the model as it found it: each module's hooks, training flag and
+    parameters' ``requires_grad`` are put back. transformers installs output-capturing
+    hooks during a forward; left behind by the captured run, they broke Segformer's next
+    eager call."""
+    if not isinstance(model, torch.nn.Module):
+        yield
+        return
+    modules = list(model.modules())
+    hooks = [(m, {k: dict(d) for k in _HOOK_DICTS if isinstance(d := m.__dict__.get(k), dict)})
+             for m in modules]
+    training = [(m, m.training) for m in modules]
+    grads = [(p, p.requires_grad) for p in model.parameters()]
+    try:
+        yield
+    finally:
+        for m, saved in hooks:
+            for key, before in saved.items():
+                now = m.__dict__.get(key)
+                if isinstance(now, dict) and now.keys() != before.keys():
+                    now.clear()
+                    now.update(before)
+        for m, flag in training:
+            m.training = flag
+        for p, flag in grads:
+            if p.requires_grad != flag:
+                p.requires_grad_(flag)
 
 
 @contextlib.contextmanager
@@ -461,10 +544,14 @@ def user_dim_names(
 
     forward = module.forward if isinstance(module, torch.nn.Module) else module
     try:
-        bound = inspect.signature(forward).bind(*args, **kwargs)
+        signature = inspect.signature(forward)
+        bound = signature.bind(*args, **kwargs)
     except (TypeError, ValueError):
         return []
-    values = bound.arguments
+    values = dict(bound.arguments)
+    for name, param in signature.parameters.items():
+        if param.kind is param.VAR_KEYWORD and isinstance(values.get(name), dict):
+            values.update(values.pop(name))  # what **kwargs took, by its own names
     if isinstance(dynamic_shapes, dict):
         pairs = [(values[k], v) for k, v in dynamic_shapes.items() if k in values]
     else:

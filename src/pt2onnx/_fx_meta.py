@@ -89,6 +89,36 @@ def type_of(val: Any) -> ir.TypeProtocol | None:
     return None
 
 
+CACHE_NAME = "past_key_values"
+
+
+def is_cache(value: Any) -> bool:
+    """Whether ``value`` is a transformers ``Cache`` (DynamicCache, EncoderDecoderCache...)."""
+    return any(c.__name__ == "Cache" and c.__module__.startswith("transformers")
+               for c in type(value).__mro__)
+
+
+def path_parts(tree: Any, path: Any) -> list[str]:
+    """The parts of an input's or output's name along ``path`` in ``tree``.
+
+    The naming contract for caches (docs/models.md): a transformers ``Cache`` is named
+    ``past_key_values`` whatever the argument or field that holds it is called, so a
+    model keeps its ONNX names when transformers renames that field (5.24 renamed
+    ``past_key_values`` to ``cache``)."""
+    parts: list[str] = []
+    node = tree
+    for key in path:
+        if node is not None and is_cache(node) and parts:
+            parts[-1] = CACHE_NAME
+        part = getattr(key, "key", getattr(key, "name", getattr(key, "idx", None)))
+        parts.append(str(part))
+        try:
+            node = key.get(node)
+        except Exception:
+            node = None
+    return parts
+
+
 def output_names_from_spec(ep: torch.export.ExportedProgram, n: int) -> list[str | None]:
     """Names such as ``logits`` or ``output_0`` from the model's output structure."""
     import torch.utils._pytree as pytree
@@ -103,10 +133,7 @@ def output_names_from_spec(ep: torch.export.ExportedProgram, n: int) -> list[str
         return [None] * n
     names: list[str | None] = []
     for path in paths:
-        parts = []
-        for key in path:
-            part = getattr(key, "key", getattr(key, "name", getattr(key, "idx", None)))
-            parts.append(str(part))
+        parts = path_parts(tree, path)
         if not parts:
             names.append("output")
         elif parts[0].isdigit():

@@ -27,8 +27,6 @@ XFAILS: dict[str, list[str]] = {
     "aten::bitwise_or.Tensor": ["int64 at opset 17: BitwiseOr needs opset 18"],
     "aten::bitwise_xor.Tensor": ["int64 at opset 17: BitwiseXor needs opset 18"],
     "aten::bitwise_not.default": ["int64 at opset 17: BitwiseNot needs opset 18"],
-    "aten::addmm.default": ["empty inner dimension (K=0): onnxruntime Gemm returns wrong values"],
-    "aten::_cdist_forward.default": ["empty batch dimension: wrong output shape"],
     "aten::gather.default": ["index rank different from the input rank: GatherElements needs equal ranks"],
     "aten::amax.default": ["NaN inputs: onnxruntime ReduceMax drops a NaN unless it comes first along the axis"],
     "aten::amin.default": ["NaN inputs: onnxruntime ReduceMin drops a NaN unless it comes first along the axis"],

@@ -16,8 +16,10 @@ from pt2onnx import _builder, _decomp
 from pt2onnx._baked_sizes import no_baked_sizes
 from pt2onnx._fold import FOLD_LIMIT, Const, empty_result, fold, foldable, get_attr
 from pt2onnx._fx_meta import (
+    CACHE_NAME,
     Source,
     output_names_from_spec,
+    path_parts,
     shape_of,
     source_of,
     type_of,
@@ -151,20 +153,46 @@ class Translator:
             self.env, self.g.node, self.g.meta = saved
 
     # -- inputs and outputs -------------------------------------------
+    def _cache_input_names(self) -> list[str | None]:
+        """Per user input leaf: ``past_key_values_...`` where the leaf is in a transformers
+        Cache passed as an argument of its own (whatever that argument is called; see
+        ``_fx_meta.path_parts``), else None."""
+        import torch.utils._pytree as pytree
+
+        try:
+            spec = self.ep.call_spec.in_spec
+            tree = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+            paths = [path for path, _ in pytree.tree_flatten_with_path(tree)[0]]
+        except Exception:
+            return []
+        names: list[str | None] = []
+        for path in paths:
+            parts = path_parts(tree, path)
+            raw = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", None))))
+                   for k in path]
+            names.append("_".join([CACHE_NAME, *parts[2:]]) if len(parts) > 2
+                         and parts[1] == CACHE_NAME and raw[1] != CACHE_NAME else None)
+        return names
+
     def _bind_inputs(self, fx_graph: torch.fx.Graph) -> None:
         specs = {s.arg.name: s for s in self.ep.graph_signature.input_specs if hasattr(s.arg, "name")}
         user_index = 0
+        leaf_index = 0
+        cache_names = self._cache_input_names()
         for node in fx_graph.nodes:
             if node.op != "placeholder":
                 continue
             spec = specs.get(node.name)
             val = node.meta.get("val")
             if spec is None or spec.kind == InputKind.USER_INPUT:
+                leaf_index += 1
                 if not isinstance(val, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
                     # Non-tensor user inputs (ints, None, strings) were specialised.
                     self.env[node] = val
                     continue
-                name = node.name
+                canonical = cache_names[leaf_index - 1] if leaf_index <= len(cache_names) \
+                    else None
+                name = canonical or node.name
                 if self.input_names and user_index < len(self.input_names):
                     name = self.input_names[user_index]
                 self._name_dims(val, name, user_index)
