@@ -15,7 +15,7 @@ MKVENV := tools/mkvenv.sh
 IN_SRC := PYTHONPATH=$(CURDIR)/src
 FAST := -m "not models and not slow" tests
 
-.PHONY: fuzz fuzz-compare venv demo test test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-zoo bench-meta lint typecheck docs clean
+.PHONY: fuzz fuzz-compare venv demo test test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS) constraints-deps.txt
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,16 @@ MODELS_HF_CI ?= bert or llama or whisper
 test-models-hf:
 	venv=$$($(MKVENV) $(NEW_VERSION) dev) && \
 	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 -m "models and not slow" tests/models/test_hf_zoo.py -k "$(MODELS_HF_CI)"
+
+# The canary: the newest release of every dependency (torch, onnxruntime, transformers,
+# onnx, onnx-ir, onnxscript, onnxruntime-genai, ...), none of constraints-deps.txt's pins:
+# the fast tier, the Hugging Face subset and export-llm's tests. When a new release breaks
+# it, that fix comes first (docs/compatibility.md records what it last passed on).
+test-newest:
+	venv=$$($(MKVENV) newest dev,llm) && $(IN_SRC) $$venv/bin/python -m pt2onnx doctor && \
+	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 $(FAST) && \
+	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 -m "models and not slow" tests/models/test_hf_zoo.py -k "$(MODELS_HF_CI)" && \
+	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 tests/test_export_llm.py tests/test_llm_stamp.py tests/test_llm_fused.py tests/test_llm_meta.py
 
 # export-llm: every decoder family through onnxruntime-genai's generation loop (the llm
 # extra; without it these tests skip), on the dev pins.

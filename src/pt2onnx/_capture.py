@@ -289,8 +289,8 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_a
 
 @contextlib.contextmanager
 def preserved_state(model: Any) -> Iterator[None]:
-    """An export leaves the model as it found it: each module's hooks, training flag and
-    parameters' ``requires_grad`` are put back. transformers installs output-capturing
+    """An export leaves the model as it found it: each module's hooks, attributes,
+    training flag and parameters' ``requires_grad`` are put back. transformers installs output-capturing
     hooks during a forward; left behind by the captured run, they broke Segformer's next
     eager call."""
     if not isinstance(model, torch.nn.Module):
@@ -302,7 +302,10 @@ def preserved_state(model: Any) -> Iterator[None]:
     training = [(m, m.training) for m in modules]
     grads = [(p, p.requires_grad) for p in model.parameters()]
     try:
-        yield
+        # Every attribute the export's runs wrote goes back too: transformers 5.24 marks
+        # its hooks installed with a flag, which must not outlive the hooks.
+        with _no_leaked_fake_tensors(model, everything=True):
+            yield
     finally:
         for m, saved in hooks:
             for key, before in saved.items():

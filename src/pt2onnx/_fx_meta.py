@@ -94,28 +94,40 @@ CACHE_NAME = "past_key_values"
 
 def is_cache(value: Any) -> bool:
     """Whether ``value`` is a transformers ``Cache`` (DynamicCache, EncoderDecoderCache...)."""
-    return any(c.__name__ == "Cache" and c.__module__.startswith("transformers")
-               for c in type(value).__mro__)
+    return is_cache_type(type(value))
 
 
-def path_parts(tree: Any, path: Any) -> list[str]:
-    """The parts of an input's or output's name along ``path`` in ``tree``.
+def is_cache_type(cls: Any) -> bool:
+    return isinstance(cls, type) and any(
+        c.__name__ == "Cache" and c.__module__.startswith("transformers") for c in cls.__mro__)
 
-    The naming contract for caches (docs/models.md): a transformers ``Cache`` is named
-    ``past_key_values`` whatever the argument or field that holds it is called, so a
-    model keeps its ONNX names when transformers renames that field (5.24 renamed
-    ``past_key_values`` to ``cache``)."""
-    parts: list[str] = []
-    node = tree
-    for key in path:
-        if node is not None and is_cache(node) and parts:
-            parts[-1] = CACHE_NAME
-        part = getattr(key, "key", getattr(key, "name", getattr(key, "idx", None)))
-        parts.append(str(part))
-        try:
-            node = key.get(node)
-        except Exception:
-            node = None
+
+def cache_depths(spec: Any) -> list[int | None]:
+    """Per leaf of a TreeSpec: the depth of the transformers Cache it is in, or None."""
+    depths: list[int | None] = []
+
+    def walk(node: Any, depth: int, found: int | None) -> None:
+        if node.is_leaf():
+            depths.append(found)
+            return
+        here = depth if found is None and is_cache_type(node.type) else found
+        for child in node.children_specs:
+            walk(child, depth + 1, here)
+
+    walk(spec, 0, None)
+    return depths
+
+
+def path_parts(path: Any, cache_depth: int | None = None) -> list[str]:
+    """The parts of an input's or output's name along its pytree ``path``.
+
+    The naming contract for caches (docs/models.md): a transformers ``Cache`` (found at
+    ``cache_depth``, see :func:`cache_depths`) is named ``past_key_values`` whatever
+    the argument or field that holds it is called, so a model keeps its ONNX names when
+    transformers renames that field (5.24 renamed ``past_key_values`` to ``cache``)."""
+    parts = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", None)))) for k in path]
+    if cache_depth is not None and 0 < cache_depth <= len(parts):
+        parts[cache_depth - 1] = CACHE_NAME
     return parts
 
 
@@ -131,9 +143,10 @@ def output_names_from_spec(ep: torch.export.ExportedProgram, n: int) -> list[str
         return [None] * n
     if len(paths) != n:
         return [None] * n
+    depths = cache_depths(spec)
     names: list[str | None] = []
-    for path in paths:
-        parts = path_parts(tree, path)
+    for path, depth in zip(paths, depths):
+        parts = path_parts(path, depth)
         if not parts:
             names.append("output")
         elif parts[0].isdigit():

@@ -16,8 +16,8 @@ from pt2onnx import _builder, _decomp
 from pt2onnx._baked_sizes import no_baked_sizes
 from pt2onnx._fold import FOLD_LIMIT, Const, empty_result, fold, foldable, get_attr
 from pt2onnx._fx_meta import (
-    CACHE_NAME,
     Source,
+    cache_depths,
     output_names_from_spec,
     path_parts,
     shape_of,
@@ -166,12 +166,10 @@ class Translator:
         except Exception:
             return []
         names: list[str | None] = []
-        for path in paths:
-            parts = path_parts(tree, path)
-            raw = [str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", None))))
-                   for k in path]
-            names.append("_".join([CACHE_NAME, *parts[2:]]) if len(parts) > 2
-                         and parts[1] == CACHE_NAME and raw[1] != CACHE_NAME else None)
+        for path, depth in zip(paths, cache_depths(spec)):
+            # (args, kwargs) -> the argument -> inside it: a Cache argument is at depth 2.
+            parts, raw = path_parts(path, depth), path_parts(path)
+            names.append("_".join(parts[1:]) if depth == 2 and parts != raw else None)
         return names
 
     def _bind_inputs(self, fx_graph: torch.fx.Graph) -> None:
