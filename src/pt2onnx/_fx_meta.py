@@ -111,7 +111,7 @@ def cache_depths(spec: Any) -> list[int | None]:
             depths.append(found)
             return
         here = depth if found is None and is_cache_type(node.type) else found
-        for child in node.children_specs:
+        for child in node.children():
             walk(child, depth + 1, here)
 
     walk(spec, 0, None)

@@ -211,7 +211,7 @@ def ordered_kwargs(program: torch.export.ExportedProgram, kwargs: dict[str, Any]
     """``kwargs`` in the order the program's inputs take them."""
     in_spec = program.call_spec.in_spec
     if kwargs and in_spec is not None and in_spec.num_children == 2:
-        order = in_spec.children_specs[1].context or list(kwargs)
+        order = in_spec.children()[1].context or list(kwargs)
         kwargs = {k: kwargs[k] for k in order if k in kwargs}
     return kwargs
 
