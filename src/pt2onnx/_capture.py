@@ -12,6 +12,8 @@ import torch
 from pt2onnx import _compat, _dynamic, _packed_rnn, _size_one
 from pt2onnx._containers import register_mappings as register_mappings
 from pt2onnx._containers import register_output_containers as register_output_containers
+from pt2onnx._model_state import no_leaked_fake_tensors
+from pt2onnx._model_state import preserved_state as preserved_state
 from pt2onnx._trace import trace
 from pt2onnx.errors import CaptureError, InvalidInputError
 
@@ -158,7 +160,7 @@ def capture(
     has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in module.modules())
     packed = _packed_rnn.substitutions(notes, plain=dynamic_shapes is not None) if has_rnn \
         else contextlib.nullcontext()
-    with _no_leaked_fake_tensors(module), named_var_kwargs(module, kwargs):
+    with no_leaked_fake_tensors(module), named_var_kwargs(module, kwargs):
         recorded: CaptureResult | str | None = None
         if record and dynamic_shapes is None and _record_enabled():
             # A packed sequence is never recorded: its shapes come from the lengths.
@@ -189,7 +191,7 @@ def _try_record(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
 
     register_output_containers()
     try:
-        with _no_leaked_fake_tensors(module, everything=True):
+        with no_leaked_fake_tensors(module, everything=True):
             program, notes = _record.record(module, args, kwargs, has_rule,
                                             _input_names(module, args, kwargs),
                                             _substitutions)
@@ -216,22 +218,6 @@ def composite(op: Any) -> bool:
             name, "CompositeImplicitAutograd"))
     except RuntimeError:
         return False
-
-
-def _holds_fake(value: Any) -> bool:
-    """Whether ``value`` is, or holds, a tensor that only exists while tracing."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    tracing: tuple[type, ...] = (FakeTensor,)
-    try:
-        from torch._subclasses.functional_tensor import FunctionalTensor
-
-        tracing += (FunctionalTensor,)
-    except ImportError:  # pragma: no cover - every tested torch has it
-        pass
-    leaves = torch.utils._pytree.tree_leaves(value) if isinstance(
-        value, (tuple, list, dict)) else [value]
-    return any(isinstance(leaf, tracing) for leaf in leaves)
 
 
 @contextlib.contextmanager
@@ -280,75 +266,6 @@ def named_var_kwargs(module: Any, kwargs: dict[str, Any]) -> Iterator[None]:
             module.__dict__["forward"] = saved
         else:
             del module.__dict__["forward"]
-
-
-_HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
-               "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_backward_hooks",
-               "_backward_pre_hooks")
-
-
-@contextlib.contextmanager
-def preserved_state(model: Any) -> Iterator[None]:
-    """An export leaves the model as it found it: each module's hooks, attributes,
-    training flag and parameters' ``requires_grad`` are put back. transformers installs output-capturing
-    hooks during a forward; left behind by the captured run, they broke Segformer's next
-    eager call."""
-    if not isinstance(model, torch.nn.Module):
-        yield
-        return
-    modules = list(model.modules())
-    hooks = [(m, {k: dict(d) for k in _HOOK_DICTS if isinstance(d := m.__dict__.get(k), dict)})
-             for m in modules]
-    training = [(m, m.training) for m in modules]
-    grads = [(p, p.requires_grad) for p in model.parameters()]
-    try:
-        # Every attribute the export's runs wrote goes back too: transformers 5.24 marks
-        # its hooks installed with a flag, which must not outlive the hooks.
-        with _no_leaked_fake_tensors(model, everything=True):
-            yield
-    finally:
-        for m, saved in hooks:
-            for key, before in saved.items():
-                now = m.__dict__.get(key)
-                if isinstance(now, dict) and now.keys() != before.keys():
-                    now.clear()
-                    now.update(before)
-        for m, flag in training:
-            m.training = flag
-        for p, flag in grads:
-            if p.requires_grad != flag:
-                p.requires_grad_(flag)
-
-
-@contextlib.contextmanager
-def _no_leaked_fake_tensors(module: Any, everything: bool = False) -> Iterator[None]:
-    """Undoes attribute writes that leave tracing tensors on the model.
-
-    A forward that caches a tensor on ``self`` (YOLO's Detect head keeps its anchors
-    and strides, keyed by the input shape it saw) stores a FakeTensor while
-    torch.export traces it. Left there, the next export or eager call reads the fake
-    tensor as if it were real. In each module where that happened, every attribute the
-    capture wrote gets its earlier value back (or goes, if the capture added it), so
-    the cache and its key stay consistent. With ``everything``, every module's writes
-    are undone (the recorded eager run: an export leaves the model as it found it)."""
-    if not isinstance(module, torch.nn.Module):
-        yield
-        return
-    skip = ("_parameters", "_buffers", "_modules")
-    before = [(m, dict(m.__dict__)) for m in module.modules()]
-    try:
-        yield
-    finally:
-        for m, saved in before:
-            changed = [k for k, v in m.__dict__.items()
-                       if k not in skip and (k not in saved or saved[k] is not v)]
-            if not everything and not any(_holds_fake(m.__dict__[k]) for k in changed):
-                continue
-            for key in changed:
-                if key in saved:
-                    m.__dict__[key] = saved[key]
-                else:
-                    del m.__dict__[key]
 
 
 def _capture_module(
