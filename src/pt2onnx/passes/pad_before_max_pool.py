@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
+from pt2onnx.passes._graphs import rewrite_all
+
 
 def _constant(value: ir.Value | None) -> np.ndarray | None:
     if value is None:
@@ -84,12 +86,4 @@ def graph_const(graph: ir.Graph, array: np.ndarray, node: ir.Node, what: str) ->
 
 def apply(model: ir.Model) -> int:
     """Rewrites the model in place (subgraphs included); returns how many Pads it rewrote."""
-    count = _rewrite(model.graph)
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                count += _rewrite(attr.as_graph())
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for sub in attr.as_graphs():
-                    count += _rewrite(sub)
-    return count
+    return rewrite_all(model, _rewrite)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from pt2onnx.passes._graphs import rewrite_all
+
 _HALF = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
 
@@ -59,12 +61,4 @@ def _rewrite(graph: ir.Graph) -> int:
 
 def apply(model: ir.Model) -> int:
     """Rewrites the model in place; returns how many nodes it rewrote."""
-    count = _rewrite(model.graph)
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                count += _rewrite(attr.as_graph())
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for sub in attr.as_graphs():
-                    count += _rewrite(sub)
-    return count
+    return rewrite_all(model, _rewrite)
