@@ -240,7 +240,8 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
         try:
             with _implementation(self.model.config, NAME), _recording_rotary(self.model, cache):
                 out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                                 past_key_values=cache, use_cache=True, **extra)
+                                 **{_wrapper.cache_keyword(self.model): cache},
+                                 use_cache=True, **extra)
         finally:
             _ACTIVE.pop()
         # Whether every layer's rotary went into the op (position_ids then unused).

@@ -41,9 +41,9 @@ class DecoderWithCache(torch.nn.Module):
         for i in range(self.num_layers):
             cache.update(past[2 * i], past[2 * i + 1], i)
         out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                         past_key_values=cache, use_cache=True, **extra)
+                         **{cache_keyword(self.model): cache}, use_cache=True, **extra)
         presents: list[torch.Tensor] = []
-        for layer in _cache_layers(out.past_key_values):
+        for layer in _cache_layers(output_cache(out)):
             presents += [layer.keys, layer.values]
         return (out.logits, *presents)
 
@@ -59,6 +59,26 @@ class DecoderWithCacheNoPositions(DecoderWithCache):
 def wrap(model: torch.nn.Module, layout: Layout) -> DecoderWithCache:
     cls = DecoderWithCache if layout.uses_position_ids else DecoderWithCacheNoPositions
     return cls(model, layout.num_layers)
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword forward declares for the cache: ``cache`` from transformers 5.24 on
+    (``past_key_values`` still works there, through a deprecation wrapper that warns and
+    goes at 5.40), ``past_key_values`` before."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "past_key_values" if "past_key_values" in params or "cache" not in params \
+        else "cache"
+
+
+def output_cache(out: Any) -> Any:
+    """The cache a forward returned, whichever field holds it (``cache`` from 5.24 on)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 def _cache_layers(cache: Any) -> list[Any]:
@@ -85,7 +105,7 @@ def probe(model: torch.nn.Module, config: Any, model_type: str) -> Layout:
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=None if on_meta else torch.ones_like(ids),
                     use_cache=True)
-    layers = _cache_layers(out.past_key_values)
+    layers = _cache_layers(output_cache(out))
     for i, layer in enumerate(layers):
         # Exactly these: linear-attention and indexed layers subclass DynamicLayer too.
         if type(layer) not in (DynamicLayer, DynamicSlidingWindowLayer) or layer.keys is None:
