@@ -13,8 +13,10 @@ static shapes at that size (every other dim at its example size; and with every
 such dim at 1 together), and the two programs are compared node by node: the same
 ops, the same non-tensor arguments and the same output shapes once the dynamic
 program's symbols take those sizes. Equal programs prove that the dynamic graph
-computes, at size 1, what torch computes there. A difference is a typed refusal
-that names the op, the model's line and the dim, with the ways out.
+computes, at size 1, what torch computes there. Where they differ, :func:`settle` runs
+the written graph there; where it is wrong, the size gets a graph of its own under an
+``If`` (``_size_one_merge.py``), and a second such dim is a typed refusal naming the op,
+the model's line and the dim, with the ways out.
 """
 
 from __future__ import annotations
@@ -234,8 +236,8 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
     Returns notes on the points that could not be checked, and the points where the
     captures differ. Many differences change nothing (transformers builds its causal
     mask another way when the query has one token), so such a point is not refused here:
-    the written file is run there against eager (:func:`run_unproved`), and refused only
-    if it is wrong."""
+    the written file is run there against eager (:func:`settle`), which gives the
+    size its own graph, or refuses, only where it is wrong."""
     from pt2onnx._dynamic import _export
     from pt2onnx._resize import example_at
 
