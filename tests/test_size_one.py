@@ -377,3 +377,12 @@ def test_an_export_leaves_the_model_as_it_found_it(tmp_path):
         assert [p.requires_grad for p in model.parameters()] == grads
         with torch.no_grad():
             torch.testing.assert_close(model(x).logits, reference(x).logits)
+
+
+def test_zero_in_place_on_an_intermediate_static_and_dynamic(tmp_path):
+    """The static recording keeps `y.zero_()` as aten.zero (the capture at size 1 uses it)."""
+    model = One(lambda x: (lambda y: (y.zero_(), y + x)[1])(x * 2))
+    for kwargs in ({}, {"input_names": ["x"], "dynamic_axes": {"x": {0: "b"}}}):
+        prog = pt2onnx.export(model, (torch.randn(3, 4),), **kwargs)
+        for b in (1, 3, 5) if kwargs else (3,):
+            assert prog.verify(torch.randn(b, 4)).ok

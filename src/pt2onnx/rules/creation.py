@@ -64,9 +64,9 @@ def full_like(g: RuleContext, x: ir.Value, fill_value: Any, **_: Any) -> ir.Valu
     return _fill(g, _like_shape(g, x), fill_value)
 
 
-@translation([aten.zeros_like.default, aten.empty_like.default])
+@translation([aten.zeros_like.default, aten.empty_like.default, aten.zero.default])
 def zeros_like(g: RuleContext, x: ir.Value, **_: Any) -> ir.Value:
-    """zeros_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
+    """zeros_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor; zero(Tensor self) -> Tensor"""
     return _fill(g, _like_shape(g, x), 0)
 
 
