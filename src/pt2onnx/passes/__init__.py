@@ -9,7 +9,7 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-from pt2onnx.passes import pad_before_max_pool, runtime_workarounds
+from pt2onnx.passes import pad_before_max_pool, runtime_workarounds, transposed_matvec
 
 
 def optimize(model: ir.Model) -> ir.Model:
@@ -29,6 +29,7 @@ def optimize(model: ir.Model) -> ir.Model:
     before = [(o.type, o.shape) for o in model.graph.outputs]
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
+    transposed_matvec.apply(model)
     model = passes(model).model
     for out, (type_, shape) in zip(model.graph.outputs, before):
         if out.type is None:
@@ -43,4 +44,5 @@ def cleanup(model: ir.Model) -> ir.Model:
     the rewrites that keep onnxruntime from crashing on a valid graph."""
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
+    transposed_matvec.apply(model)
     return common.RemoveUnusedNodesPass()(model).model

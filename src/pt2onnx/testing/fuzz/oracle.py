@@ -116,9 +116,10 @@ def _wider(module: torch.nn.Module, args: tuple[Any, ...], actual: list[Any],
     default = torch.get_default_dtype()
     try:
         # Floats the program makes from Python numbers (torch.where(m, ints, 0.5),
-        # torch.full) are the default dtype: widened with the rest.
+        # torch.full) are the default dtype: widened with the rest; and so is every
+        # dtype the program names (x.to(torch.float16), sum(dtype=...)).
         torch.set_default_dtype(widen.get(default, default))
-        with torch.no_grad():
+        with torch.no_grad(), _WidenDtypes(widen):
             outs = flatten_tensors(wide(*[up(a) for a in copy.deepcopy(args)]))
     except Exception:  # the wider dtype changes a promotion or an op refuses it
         return None
@@ -130,6 +131,20 @@ def _wider(module: torch.nn.Module, args: tuple[Any, ...], actual: list[Any],
     dtypes = [narrow.get(np.asarray(a).dtype) for a in actual]
     return [e.detach().to(d) if d is not None and e.is_floating_point() else e.detach()
             for e, d in zip(outs, dtypes, strict=True)]
+
+
+class _WidenDtypes(torch.overrides.TorchFunctionMode):
+    """Replaces each dtype named in a torch call by its wider dtype."""
+
+    def __init__(self, widen: dict[torch.dtype, torch.dtype]) -> None:
+        super().__init__()
+        self.widen = widen
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        def sub(v: Any) -> Any:
+            return self.widen.get(v, v) if isinstance(v, torch.dtype) else v
+        return func(*[sub(a) for a in args], **{k: sub(v) for k, v in (kwargs or {}).items()})
 
 
 def _within_rounding(module: torch.nn.Module, args: tuple[Any, ...], half: bool,
