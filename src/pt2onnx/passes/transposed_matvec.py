@@ -43,8 +43,9 @@ def _rewrite(graph: ir.Graph) -> int:
         matmul = ir.Node("", "MatMul", [a, column.outputs[0]], name=f"{node.name}/matmul")
         squeeze = ir.Node("", "Squeeze", [matmul.outputs[0], axis], name=f"{node.name}/squeeze")
         out = node.outputs[0]
-        for value in (column.outputs[0], matmul.outputs[0]):
-            value.dtype = v.dtype
+        if v.dtype is not None:
+            for value in (column.outputs[0], matmul.outputs[0]):
+                value.dtype = v.dtype
         ir.convenience.replace_nodes_and_values(
             graph, node, [node], [column, matmul, squeeze], [out], [squeeze.outputs[0]])
         count += 1
