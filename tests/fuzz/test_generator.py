@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from pt2onnx.testing.fuzz.generator import Builder
-from pt2onnx.testing.fuzz.program import B_MAX, B_MIN
+from pt2onnx.testing.fuzz.program import B_MAX, B_MIN, Program
 
 
 def _builder() -> Builder:
@@ -51,3 +51,34 @@ def test_dynamic_programs_of_a_seed_do_not_fix_their_dim() -> None:
     outcome = check(generate(program_seed(100, 10)))
     assert "can only take one size" not in outcome.detail, outcome.detail
     assert outcome.cls == "ok", outcome.detail
+
+
+def test_layers_are_drawn_with_the_dynamic_dim_and_checked_at_one() -> None:
+    """Embedding bags, recurrent submodules and the outer broadcast are drawn, some of
+    them on B, and their programs pass the oracle at the example, at 1 and at B's
+    second size."""
+    from pt2onnx.testing.fuzz import ops_layers
+    from pt2onnx.testing.fuzz.oracle import check
+
+    for draw, label, module in [(ops_layers.embedding_bag, "embedding_bag", False),
+                                (ops_layers.rnn, "rnn", True),
+                                (ops_layers.outer, "outer", False)]:
+        b = _builder()
+        x = b.leaf(((1, 0), (0, 3)), torch.float32, kind="x")
+        assert b.add(f"v0 = {x.name} * 2", "mul", (), out="v0", leaves=[x]) is not None
+        kept = None
+        for _ in range(40):
+            try:
+                draw(b)
+            except Exception:
+                continue
+            kept = next((s for s in b.stmts if s.label.startswith(label)), None)
+            if kept is not None:
+                break
+        assert kept is not None, label
+        assert any(leaf.ctor for leaf in b.leaves) == module
+        program = Program(b.seed, b.leaves, b.stmts, b._outputs(), b.b, b_min=1)
+        source = program.source()
+        assert any(f"torch.nn.{k}(" in source for k in ("LSTM", "GRU", "RNN")) == module
+        outcome = check(program)
+        assert outcome.cls == "ok", (label, outcome.detail, source)

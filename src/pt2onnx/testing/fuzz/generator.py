@@ -42,7 +42,7 @@ class Var:
 
     @property
     def ref(self) -> str:
-        return f"self.{self.name}" if self.name[0] in "pb" else self.name
+        return f"self.{self.name}" if self.name[0] in "pbm" else self.name
 
     @property
     def rank(self) -> int:
@@ -101,7 +101,10 @@ class Builder:
             data = "normal" if dtype in FLOATS else "bool" if dtype == torch.bool else "int"
         return Leaf(self.fresh(kind), shape, dtype, data, bound, unique_dim)
 
-    def _meta(self, leaf: Leaf, b: int) -> torch.Tensor:
+    def _meta(self, leaf: Leaf, b: int) -> Any:
+        if leaf.ctor:
+            with torch.device("meta"):
+                return eval(leaf.ctor, {"torch": torch})
         t = torch.empty(at(leaf.shape, b), dtype=leaf.dtype, device="meta")
         return torch.nn.Parameter(t) if leaf.name.startswith("p") else t
 
@@ -118,7 +121,7 @@ class Builder:
                 scope = dict(env)
                 scope["self"] = types.SimpleNamespace(**vars(env["self"]))
                 for leaf in leaves:
-                    target = vars(scope["self"]) if leaf.name[0] in "pb" else scope
+                    target = vars(scope["self"]) if leaf.name[0] in "pbm" else scope
                     target[leaf.name] = self._meta(leaf, b)
                 with torch.no_grad():
                     exec(code, scope)
@@ -145,11 +148,13 @@ class Builder:
         # Commit: the new leaves, the statement, and its output on every env.
         for leaf in leaves:
             self.leaves.append(leaf)
+            if leaf.ctor:  # a submodule: not a value to pick
+                continue
             self.vars[leaf.name] = Var(leaf.name, leaf.shape, leaf.dtype, leaf.name, False,
                                        leaf.dtype == torch.float16, leaf=True)
         for b, env in zip(self.points, self.envs):
             for leaf in leaves:
-                target = vars(env["self"]) if leaf.name[0] in "pb" else env
+                target = vars(env["self"]) if leaf.name[0] in "pbm" else env
                 target[leaf.name] = self._meta(leaf, b)
         self.stmts.append(stmt)
         if self.symbolic is not None:
@@ -190,7 +195,8 @@ class Builder:
             torch.manual_seed(0)
             module = ns["Program"]().eval()
             args = ns["make_inputs"](self.b[0])
-            with warnings.catch_warnings(), _compat.size_oblivious():
+            with warnings.catch_warnings(), _compat.size_oblivious(), _as_pt2onnx_captures(
+                    [*self.leaves, *leaves]):
                 warnings.simplefilter("ignore")
                 torch.export.export(module, args, dynamic_shapes=ns["dynamic_shapes"](),
                                     strict=False)
@@ -289,6 +295,19 @@ class Builder:
         return sorted(set(picked) | {last}, key=lambda n: int(n[1:]))
 
 
+def _as_pt2onnx_captures(leaves: Sequence[Leaf]) -> Any:
+    """pt2onnx captures a plain RNN submodule with dynamic shapes as one op of any
+    length (``_packed_rnn``); torch's own RNN kernels guard on the number of steps. So
+    a program with an RNN leaf is checked with that substitution in place."""
+    import contextlib
+
+    if not any(leaf.ctor for leaf in leaves):
+        return contextlib.nullcontext()
+    from pt2onnx import _packed_rnn
+
+    return _packed_rnn.substitutions([], plain=True)
+
+
 class _Symbolic:
     """The statements so far on fake tensors whose dynamic dim is one symbol with the
     range torch.export is given, to find the statements that guard on it."""
@@ -319,7 +338,10 @@ class _Symbolic:
                 self.lost = True
                 return
 
-    def _leaf(self, leaf: Leaf) -> torch.Tensor:
+    def _leaf(self, leaf: Leaf) -> Any:
+        if leaf.ctor:
+            with self.mode:
+                return eval(leaf.ctor, {"torch": torch})
         sizes = [self.b if c else d for c, d in leaf.shape]  # a leaf's dims are B or static
         with self.mode:
             t = torch.empty(sizes, dtype=leaf.dtype)
@@ -327,11 +349,12 @@ class _Symbolic:
 
     def _run(self, code: str, scope: dict[str, Any], leaves: Sequence[Leaf]) -> None:
         for leaf in leaves:
-            target = vars(scope["self"]) if leaf.name[0] in "pb" else scope
+            target = vars(scope["self"]) if leaf.name[0] in "pbm" else scope
             target[leaf.name] = self._leaf(leaf)
         # As pt2onnx captures: size-obliviously, so that a branch torch takes on the
         # example's value (a view that splits B when it divides) does not guard.
-        with _compat.size_oblivious(), self.mode, torch.no_grad():
+        with _compat.size_oblivious(), self.mode, torch.no_grad(), _as_pt2onnx_captures(
+                leaves if "self.m" in code else ()):
             exec(code, scope)
 
     def _holds(self, expr: Any) -> bool:

@@ -48,15 +48,18 @@ def shape_src(shape: Shape) -> str:
 
 @dataclass
 class Leaf:
-    """An input, parameter or buffer. ``kind`` of data: normal, int, bool, or index
-    (int64 in ``[0, bound)``; unique along ``unique_dim`` when set)."""
+    """An input, parameter, buffer or submodule. ``kind`` of data: normal, int, bool, or
+    index (int64 in ``[0, bound)``; unique along ``unique_dim`` when set). A submodule
+    (``m``) is built by ``ctor``, Python source such as ``torch.nn.GRU(4, 3)``; its
+    shape and dtype are unused."""
 
-    name: str  # x0 (input), p0 (parameter), b0 (buffer)
+    name: str  # x0 (input), p0 (parameter), b0 (buffer), m0 (submodule)
     shape: Shape
     dtype: torch.dtype
     data: str = "normal"
     bound: Dim = (0, 1)
     unique_dim: int | None = None
+    ctor: str = ""
 
     @property
     def ref(self) -> str:
@@ -159,6 +162,9 @@ def render(p: Program) -> str:
             lines.append(f"        self.{leaf.name} = torch.nn.Parameter({leaf.make_src()})")
         elif leaf.name.startswith("b"):
             lines.append(f'        self.register_buffer("{leaf.name}", {leaf.make_src()})')
+        elif leaf.name.startswith("m"):
+            lines.append(f"        torch.manual_seed(SEED + {leaf.name[1:]})")
+            lines.append(f"        self.{leaf.name} = {leaf.ctor}")
     args = ", ".join(["self"] + [x.name for x in inputs])
     lines += ["", f"    def forward({args}):"]
     for s in p.stmts:
