@@ -493,7 +493,8 @@ WEIGHTS: list[tuple[Callable[[Builder], None], int]] = [
 def draw(rng: random.Random) -> Callable[[Builder], None]:
     from pt2onnx.testing.fuzz import ops_layers, ops_update
 
-    weights = [*WEIGHTS, (ops_update.inplace, 14), (ops_update.gather_scatter, 7),
-               (ops_layers.embedding_bag, 2), (ops_layers.rnn, 2), (ops_layers.outer, 3)]
-    fns, w = zip(*weights)
-    return rng.choices(fns, w)[0]
+    weights: list[tuple[Callable[[Builder], None], int]] = [
+        *WEIGHTS, (ops_update.inplace, 14), (ops_update.gather_scatter, 7),
+        (ops_layers.embedding_bag, 2), (ops_layers.rnn, 2), (ops_layers.outer, 3)]
+    fns = [f for f, _ in weights]
+    return rng.choices(fns, [w for _, w in weights])[0]
