@@ -11,6 +11,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.export import Dim
 
 import pt2onnx
@@ -386,3 +387,36 @@ def test_zero_in_place_on_an_intermediate_static_and_dynamic(tmp_path):
         prog = pt2onnx.export(model, (torch.randn(3, 4),), **kwargs)
         for b in (1, 3, 5) if kwargs else (3,):
             assert prog.verify(torch.randn(b, 4)).ok
+
+
+# The rules that read a symbolic size (docs/dynamic.md, "Audit"): each from a size-1
+# example and from a larger one, run at 1, at the example and at 4.
+SIZE_READING_RULES = {
+    # view / reshape to the tensor's own shape: a no-op only where the shapes are
+    # provably equal (statically_known_true), for every size.
+    "view to its own shape": (lambda x: x.view(x.shape[0], 3, 4) * 2, lambda b: torch.randn(b, 3, 4)),
+    "reshape merging the dynamic dim": (lambda x: x.reshape(-1, 4).sum(0), lambda b: torch.randn(b, 3, 4)),
+    # as_strided that renames the layout (adaptive_avg_pool2d's restride): kept as x only
+    # where sizes, offset and numel are provably equal.
+    "adaptive_avg_pool2d restride": (lambda x: F.adaptive_avg_pool2d(x, 1).flatten(1),
+                                     lambda b: torch.randn(b, 3, 4, 4)),
+    "as_strided of a contiguous tensor": (lambda x: x.as_strided(x.shape, x.stride()) + 1,
+                                          lambda b: torch.randn(b, 3, 4)),
+    # squeeze: a symbolic dim is never taken for 1 by the rule (the size-1 proof adds the
+    # other graph where eager drops it).
+    "squeeze(-1) of a static 1 beside B": (lambda x: x.squeeze(-1) * 3, lambda b: torch.randn(b, 3, 1)),
+    # an index whose length follows B
+    "index_select by a dynamic index": (lambda x: x.index_select(0, torch.arange(x.shape[0]).flip(0)),
+                                        lambda b: torch.randn(b, 3)),
+}
+
+
+@pytest.mark.parametrize("example", [1, 2])
+@pytest.mark.parametrize("case", list(SIZE_READING_RULES))
+def test_rules_that_read_a_symbolic_size_at_1_and_above(tmp_path, case, example):
+    fn, make = SIZE_READING_RULES[case]
+    model = One(fn)
+    path = tmp_path / "m.onnx"
+    pt2onnx.export(model, (make(example),), path, input_names=["x"],
+                   dynamic_axes={"x": {0: "b"}})
+    _run_at(path, model, lambda b: (make(b),), [1, example, 4])
