@@ -193,3 +193,33 @@ def test_derived_dim_takes_its_roots_name():
     assert shapes == [["batch", "2*half"], ["batch", "half"], ["batch", "4*half"]]
     assert set(prog.report.dynamic_dims) == {"batch", "half", "2*half"}
     assert prog.verify(torch.randn(5, 12)).ok
+
+
+class _VarPositional(nn.Module):
+    def forward(self, *inputs):
+        return inputs[0] * 2 + inputs[1].sum()
+
+
+class _ArgThenVarPositional(nn.Module):
+    def forward(self, x, *rest):
+        return x * 2 + rest[0].sum()
+
+
+@pytest.mark.parametrize("model", [_VarPositional(), _ArgThenVarPositional()],
+                         ids=["forward(*inputs)", "forward(x, *rest)"])
+@pytest.mark.parametrize("how", ["dynamic_axes", "flat dynamic_shapes"])
+def test_forward_with_var_positional_args(tmp_path, model, how):
+    """torch.onnx users key dynamic_axes by input_names, or give one dynamic_shapes entry
+    per positional input, also when forward takes *args; torch.export wants *args's
+    entries as one tuple."""
+    example = (torch.randn(1, 3), torch.randn(2))
+    if how == "dynamic_axes":
+        kw = {"input_names": ["x", "y"], "dynamic_axes": {"x": {0: "b"}}}
+    else:
+        kw = {"dynamic_shapes": ({0: Dim("b")}, None)}
+    prog = pt2onnx.export(model, example, tmp_path / "m.onnx", **kw)
+    dims = [d.dim_param or d.dim_value
+            for d in prog.model_proto.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["b", 3]
+    for b in (1, 4):
+        assert prog.verify(torch.randn(b, 3), torch.randn(2)).ok

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.nn.functional import scaled_dot_product_attention  # by name, as whisper does
 from torch.export import Dim
 
 import pt2onnx
@@ -420,3 +421,36 @@ def test_rules_that_read_a_symbolic_size_at_1_and_above(tmp_path, case, example)
     pt2onnx.export(model, (make(example),), path, input_names=["x"],
                    dynamic_axes={"x": {0: "b"}})
     _run_at(path, model, lambda b: (make(b),), [1, example, 4])
+
+
+class _WhisperLikeAttention(nn.Module):
+    """whisper's self-attention: ``is_causal = mask is not None and n_ctx > 1`` (a SymBool
+    with a dynamic length), sdpa imported by name, a mask buffer it never passes to sdpa,
+    and ``past`` keys the query does not have (top-left causal alignment)."""
+
+    def __init__(self, past: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 24)
+        self.register_buffer("mask", torch.full((16, 16), float("-inf")).triu_(1))
+        self.past = past
+
+    def forward(self, x):
+        n_ctx = x.shape[1]
+        q, k, v = self.proj(x).view(x.shape[0], n_ctx, 3, 2, 4).permute(2, 0, 3, 1, 4)
+        if self.past:
+            k = torch.cat([k, k[:, :, :1].expand(-1, -1, self.past, -1)], 2)
+            v = torch.cat([v, v[:, :, :1].expand(-1, -1, self.past, -1)], 2)
+        mask = self.mask
+        return scaled_dot_product_attention(q, k, v, is_causal=mask is not None and n_ctx > 1)
+
+
+@pytest.mark.parametrize("past", [0, 2])
+@pytest.mark.parametrize("example", [1, 3])
+def test_sdpa_is_causal_as_a_symbool_of_the_length(tmp_path, past, example):
+    """The SymBool is not evaluated (it would fix the length at a 1-token example): the
+    causal mask is written with the condition inside, right at 1 and above."""
+    model = _WhisperLikeAttention(past).eval()
+    path = tmp_path / "m.onnx"
+    pt2onnx.export(model, (torch.randn(1, example, 8),), path, input_names=["x"],
+                   dynamic_axes={"x": {1: "t"}})
+    _run_at(path, model, lambda t: (torch.randn(1, t, 8),), [1, example, 5])

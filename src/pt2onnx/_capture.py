@@ -423,8 +423,9 @@ def _complete_dynamic_shapes(
     if not isinstance(dynamic_shapes, dict):
         values = list(bound.arguments.values())
         if len(values) != len(dynamic_shapes):
-            return dynamic_shapes
+            return _regroup_var_positional(bound, dynamic_shapes)
         return type(dynamic_shapes)(_fill_spec(v, s) for v, s in zip(values, dynamic_shapes))
+    dynamic_shapes = _gather_var_positional(bound, dynamic_shapes)
     unknown = [k for k in dynamic_shapes if k not in bound.arguments]
     if unknown:
         raise InvalidInputError(
@@ -433,6 +434,43 @@ def _complete_dynamic_shapes(
             "of forward, or pass a tuple in argument order."
         )
     return {k: _fill_spec(v, dynamic_shapes.get(k)) for k, v in bound.arguments.items()}
+
+
+def _regroup_var_positional(bound: Any, dynamic_shapes: Any) -> Any:
+    """A flat tuple spec, one entry per positional input, for a forward that takes
+    ``*args`` (torch.onnx users write it so): ``*args``'s entries become one tuple, as
+    torch.export expects. Unchanged when the counts do not add up."""
+    grouped: list[Any] = []
+    flat = list(dynamic_shapes)
+    for name, param in bound.signature.parameters.items():
+        if name not in bound.arguments:
+            continue
+        if param.kind is param.VAR_POSITIONAL:
+            n = len(bound.arguments[name])
+            grouped.append(tuple(flat[:n]))
+            flat = flat[n:]
+        elif param.kind is not param.VAR_KEYWORD and flat:
+            grouped.append(flat.pop(0))
+        else:
+            return dynamic_shapes
+    if flat or not any(p.kind is p.VAR_POSITIONAL for p in bound.signature.parameters.values()):
+        return dynamic_shapes
+    return type(dynamic_shapes)(grouped)
+
+
+def _gather_var_positional(bound: Any, dynamic_shapes: dict[str, Any]) -> dict[str, Any]:
+    """A spec keyed ``args_0``, ``args_1``… for ``forward(self, *args)`` (the names
+    pt2onnx gives those inputs, so what ``dynamic_axes`` by input names becomes): one
+    tuple under ``args``, as torch.export expects."""
+    for name, param in bound.signature.parameters.items():
+        if param.kind is not param.VAR_POSITIONAL or name in dynamic_shapes:
+            continue
+        given = bound.arguments.get(name, ())
+        keys = [f"{name}_{i}" for i in range(len(given))]
+        if any(k in dynamic_shapes for k in keys):
+            rest = {k: v for k, v in dynamic_shapes.items() if k not in keys}
+            return {**rest, name: tuple(dynamic_shapes.get(k) for k in keys)}
+    return dynamic_shapes
 
 
 def _fill_spec(value: Any, spec: Any) -> Any:
