@@ -11,9 +11,9 @@ import onnxruntime as ort
 import pytest
 import torch
 from torch import nn
+from torch.export import Dim
 from torch.nn import functional as F
 from torch.nn.functional import scaled_dot_product_attention  # by name, as whisper does
-from torch.export import Dim
 
 import pt2onnx
 from pt2onnx.errors import CaptureError, SizeOneError, VerificationError
