@@ -390,9 +390,11 @@ def _causal_mask(q: torch.Tensor, k: torch.Tensor, causal: torch.SymBool) -> tor
     """sdpa's causal mask (query i sees key j <= i) when ``causal``, all True when not,
     without deciding ``causal``."""
     rows, cols = q.shape[-2], k.shape[-2]
-    reach = cols * torch.sym_ite(causal, 0, 1)  # sym_ite wants both sides of one type
+    ite: Any = torch.sym_ite
+    reach = cols * ite(causal, 0, 1)  # sym_ite wants both sides of one type
     i = torch.arange(rows, device=q.device).unsqueeze(-1)
-    return i + reach >= torch.arange(cols, device=q.device)
+    mask: torch.Tensor = i + reach >= torch.arange(cols, device=q.device)
+    return mask
 
 
 def _export(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
