@@ -47,10 +47,10 @@ def _zero_masked_rows(g: RuleContext, scores: ir.Value, out: ir.Value) -> ir.Val
     """torch's sdpa returns 0 for a query whose mask hides every key (softmax over all
     -inf would be NaN). A left-padded batch has such rows, and a NaN there reaches the
     next layer's keys and values, where even a zero attention weight keeps it."""
-    if g.opset >= 18:
-        best = g.op.ReduceMax(scores, g.const([-1]), keepdims=1)
-    else:
-        best = g.op.ReduceMax(scores, axes=[-1], keepdims=1)
+    # The row's maximum as ArgMax + GatherElements, not ReduceMax: onnxruntime's symbolic
+    # shape inference (which its transformer optimizer needs to fuse SkipLayerNorm)
+    # cannot infer a ReduceMax whose axes are an input (opset 18+), and stops there.
+    best = g.op.GatherElements(scores, g.op.ArgMax(scores, axis=-1, keepdims=1), axis=-1)
     dtype = out.dtype or g.dtype  # the scores' dtype, as q's
     hidden = g.op.Equal(best, g.const(-math.inf, dtype))
     return g.op.Where(hidden, g.const(0.0, dtype), out)
