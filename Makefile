@@ -15,7 +15,7 @@ MKVENV := tools/mkvenv.sh
 IN_SRC := PYTHONPATH=$(CURDIR)/src
 FAST := -m "not models and not slow" tests
 
-.PHONY: fuzz fuzz-compare venv demo test test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-zoo bench-meta lint typecheck docs clean
+.PHONY: fuzz fuzz-compare venv demo test test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-downstream bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS) constraints-deps.txt
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,11 @@ bench: $(STAMP)
 bench-vision:
 	venv=$$($(MKVENV) $(TV_VERSION) dev,models,bench) && $(IN_SRC) $$venv/bin/python \
 	  benchmarks/compare_export.py --models yolo11n unet --baselines torch.onnx,torchscript --repeat 3
+
+# The tools people run after exporting, on pt2onnx's and torch.onnx's files (docs/compatibility.md).
+bench-downstream:
+	venv=$$($(MKVENV) $(TV_VERSION) dev,models) && $(IN_SRC) $$venv/bin/python \
+	  benchmarks/downstream_tools.py
 
 # Differential fuzzing against eager PyTorch (docs/testing.md): make fuzz N=20000 SEED=1.
 # Failures (checker, runtime, mismatch) are minimized into $(FUZZ_CORPUS); a triaged one

@@ -52,7 +52,7 @@ def _zero_masked_rows(g: RuleContext, scores: ir.Value, out: ir.Value) -> ir.Val
     # cannot infer a ReduceMax whose axes are an input (opset 18+), and stops there.
     best = g.op.GatherElements(scores, g.op.ArgMax(scores, axis=-1, keepdims=1), axis=-1)
     dtype = out.dtype or g.dtype  # the scores' dtype, as q's
-    hidden = g.op.Equal(best, g.const(-math.inf, dtype))
+    hidden = g.op.LessOrEqual(best, g.const(_lowest(dtype), dtype))  # -inf or the lowest
     return g.op.Where(hidden, g.const(0.0, dtype), out)
 
 
@@ -86,11 +86,17 @@ def _scores(g: RuleContext, q: ir.Value, k: ir.Value, attn_mask: ir.Value | None
         scores = g.op.Add(scores, _causal_bias(g, q, k, dtype))
     if attn_mask is not None:
         if attn_mask.dtype == ir.DataType.BOOL:
-            bias = g.op.Where(attn_mask, g.const(0.0, dtype), g.const(-math.inf, dtype))
+            # Hidden keys get the dtype's lowest value, not -inf: the same softmax (exp of
+            # it is 0 beside any real score), and no infinity in the activations, which
+            # onnxruntime's static quantizer would calibrate to an infinite scale.
+            scores = g.op.Where(attn_mask, scores, g.const(_lowest(dtype), dtype))
         else:
-            bias = g.cast(attn_mask, dtype)
-        scores = g.op.Add(scores, bias)
+            scores = g.op.Add(scores, g.cast(attn_mask, dtype))
     return scores
+
+
+def _lowest(dtype: ir.DataType) -> float:
+    return float(torch.finfo(torch_dtype(dtype)).min)
 
 
 def _causal_bias(g: RuleContext, q: ir.Value, k: ir.Value, dtype: ir.DataType) -> ir.Value:
