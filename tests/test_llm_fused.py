@@ -39,12 +39,26 @@ from test_export_llm import (  # noqa: E402
     _vary,
 )
 
+
+def _uses_attention_interface(family: str) -> bool:
+    """Whether the installed transformers runs this family's attention through its
+    AttentionInterface (GPT-J does from 5.24), which export-llm detects and fuses."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(module)
+
+
 FUSED = ["gemma", "gemma2", "gpt2", "gpt_neox", "granitemoe", "llama", "mistral", "mixtral",
          "olmoe", "opt", "phi", "phi3", "qwen2", "qwen3", "qwen3_moe"]
-# BLOOM, GPT-J: their own attention code (no AttentionInterface); Falcon adds ALiBi to
-# a mask transformers no longer builds; GPT-OSS has sink logits.
-FALLBACK = {"bloom": "AttentionInterface", "falcon": "Error", "gptj": "AttentionInterface",
-            "gpt_oss": "sink"}
+# BLOOM, GPT-J before transformers 5.24: their own attention code (no AttentionInterface);
+# Falcon adds ALiBi to a mask transformers no longer builds; GPT-OSS has sink logits.
+FALLBACK = {"bloom": "AttentionInterface", "falcon": "Error", "gpt_oss": "sink"}
+if _uses_attention_interface("gptj"):
+    FUSED.append("gptj")
+else:
+    FALLBACK["gptj"] = "AttentionInterface"
 # Head size 16: onnxruntime rotates inside the op (its rotary kernel needs multiples
 # of 16; the family table's heads are 8 wide and keep the model's rotary ops).
 ROTARY = {

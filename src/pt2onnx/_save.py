@@ -516,6 +516,11 @@ def save_model(
     device (safetensors files, a mapping or a callable; see ``_weights``).
     """
     p = check_path(path)
+    # Last, so that what works on the in-memory graph (export-llm's layer stamping) sees
+    # it as translated: a graph output read inside the graph gets its own Identity.
+    from pt2onnx.passes import outputs_not_read
+
+    outputs_not_read.apply(model)
     missing = meta_initializers(model)
     source = _weights_mod.weight_source(weights) if weights is not None else None
     if missing and source is None:

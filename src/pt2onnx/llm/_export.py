@@ -129,9 +129,21 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     config = model.config
     model_type = _families.check_family(config)
     out.mkdir(parents=True, exist_ok=True)
+    kept = len(notes)
     try:
-        prog, layout = _graph(model, config, model_type, dtype, opset, stamp, notes,
-                              checkpoint, fusion)
+        try:
+            prog, layout = _graph(model, config, model_type, dtype, opset, stamp, notes,
+                                  checkpoint, fusion)
+        except Exception:
+            # Buffers stay real on the meta path (the rotary tables are computed, not
+            # stored); a forward that indexes one with the meta inputs instead of moving
+            # it first fails. Again with every buffer on meta, attached like a weight.
+            if checkpoint is None or not _meta.buffers_to_meta(model, checkpoint):
+                raise
+            del notes[kept:]  # the failed attempt's
+            fusion = _Fusion(fusion.requested)
+            prog, layout = _graph(model, config, model_type, dtype, opset, stamp, notes,
+                                  checkpoint, fusion)
     except Exception as exc:
         if checkpoint is None:
             raise

@@ -57,11 +57,19 @@ class Checkpoint(WeightSource):
         self.source = source
         self.names = names  # the model's name -> the checkpoint's (tied names share one)
         self.dtypes: dict[str, torch.dtype] = {}  # the graph's dtype of each name
+        # Buffers the model computes at init (not in the checkpoint), kept here while the
+        # model captures with them on the meta device (see buffers_to_meta).
+        self.computed: dict[str, torch.Tensor] = {}
+
+    def has(self, name: str) -> bool:
+        return name in self.names or name in self.computed
 
     def load(self, name: str, dtype: torch.dtype) -> torch.Tensor:
         """The tensor the model calls ``name``, as ``dtype``: its bytes mapped from the
         file (private copy-on-write: never written back), converted if need be. The
         map goes when the tensor does, so the pages stay resident only meanwhile."""
+        if name in self.computed:
+            return self.computed[name].to(dtype)
         path, stored_dtype, shape, offset, length = self.source.index[self.names[name]]
         if not length:
             return torch.empty(shape, dtype=dtype)
@@ -85,6 +93,8 @@ class Checkpoint(WeightSource):
 
     def copy_into(self, name: str, out: BinaryIO, dtype: torch.dtype,
                   shape: tuple[int, ...]) -> int:
+        if _unwrapped(name) in self.computed:
+            return super().copy_into(name, out, dtype, shape)
         path, stored_dtype, _, offset, length = self.source.index[self.names[_unwrapped(name)]]
         if stored_dtype != dtype:
             return super().copy_into(name, out, dtype, shape)
@@ -271,6 +281,25 @@ def _fill_buffers(model: torch.nn.Module, checkpoint: Checkpoint) -> None:
             buf.copy_(checkpoint.load(name, buf.dtype))
 
 
+def buffers_to_meta(model: torch.nn.Module, checkpoint: Checkpoint) -> int:
+    """Moves the model's real buffers to the meta device, keeping their values in
+    ``checkpoint.computed``, so that they are attached like weights after the capture
+    (:func:`attach`) and streamed when the file is written. For a forward that indexes
+    a buffer with the meta inputs (GPT-J's ``embed_positions[position_ids]`` on
+    transformers 5.24) instead of moving it to the inputs' device first. Returns how
+    many buffers moved."""
+    moved = 0
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        for name, buf in list(module._buffers.items()):
+            if buf is None or buf.is_meta:
+                continue
+            full = f"{module_name}.{name}" if module_name else name
+            checkpoint.computed.setdefault(full, buf.detach().clone())
+            module._buffers[name] = buf.to("meta")
+            moved += 1
+    return moved
+
+
 def _generation_config(model: torch.nn.Module, folder: Path) -> None:
     if not (folder / "generation_config.json").is_file():
         return
@@ -318,7 +347,7 @@ def attach(graph_model: ir.Model, checkpoint: Checkpoint) -> int:
         key = str(transposed if transposed is not None
                   else value.meta.get("pt2onnx.weight", value.name))
         name = _unwrapped(key)
-        if name not in checkpoint.names:
+        if not checkpoint.has(name):
             raise NotStreamable(f"initializer {value.name} comes from {key}, which is not a "
                                 "checkpoint tensor")
         if checkpoint.dtypes.setdefault(name, dtype) != dtype:

@@ -9,12 +9,7 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-from pt2onnx.passes import (
-    outputs_not_read,
-    pad_before_max_pool,
-    runtime_workarounds,
-    transposed_matvec,
-)
+from pt2onnx.passes import pad_before_max_pool, runtime_workarounds, transposed_matvec
 
 
 def optimize(model: ir.Model) -> ir.Model:
@@ -41,7 +36,6 @@ def optimize(model: ir.Model) -> ir.Model:
             out.type = type_
         if out.shape is None:
             out.shape = shape
-    outputs_not_read.apply(model)
     return model
 
 
@@ -51,6 +45,4 @@ def cleanup(model: ir.Model) -> ir.Model:
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
     transposed_matvec.apply(model)
-    model = common.RemoveUnusedNodesPass()(model).model
-    outputs_not_read.apply(model)
-    return model
+    return common.RemoveUnusedNodesPass()(model).model

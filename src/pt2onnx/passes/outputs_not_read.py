@@ -7,6 +7,10 @@ to float32 and leaves the pooler reading that float32 value as if it were float1
 onnxruntime refuses the converted file (torch.onnx's BERT fails the same way). With
 ``inner -> Identity -> last_hidden_state``, the output is read by nothing else, and
 the tools see a plain boundary. onnxruntime removes the Identity when it loads the file.
+
+It runs when the file is written (``_save.save_model``), after everything that works
+on the in-memory graph: export-llm stamps its decoder layers on the graph as
+translated, where a layer's outputs are the graph's.
 """
 
 from __future__ import annotations

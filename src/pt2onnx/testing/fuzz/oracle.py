@@ -180,6 +180,18 @@ def _same(name: str, expected: torch.Tensor, actual: Any, atol: float, rtol: flo
         return False
 
 
+def _eager_at_one(ns: dict[str, Any], module: torch.nn.Module, sizes: list[Any]) -> str:
+    """For a refusal on an edge program: whether eager itself runs at B = 1 (a range the
+    model cannot run in is rightly narrowed; one it can, the report must show)."""
+    if 1 not in sizes:
+        return ""
+    try:
+        _eager(module, ns["make_inputs"](1))
+    except Exception:
+        return " (eager fails at B=1 too)"
+    return " (EAGER RUNS AT B=1)"
+
+
 def check_namespace(ns: dict[str, Any], exporter: str = "pt2onnx") -> Outcome:
     """Runs the oracle on a loaded program (``Program``, ``make_inputs``, ``B``, ``HALF``)."""
     start = time.perf_counter()
@@ -239,7 +251,8 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
     for i, size in enumerate(sizes):
         if i and fixed:  # the exporter said the model fixes B: a typed refusal
             return Outcome("export_error", "dynamic dim made static, as reported: "
-                           + "; ".join(fixed)[:300], typed=True, ops=ops)
+                           + "; ".join(fixed)[:300] + _eager_at_one(ns, module, sizes),
+                           typed=True, ops=ops)
         if i:
             try:
                 args = ns["make_inputs"](size)
