@@ -30,7 +30,12 @@ XFAILS: dict[str, list[str]] = {
     "aten::gather.default": ["index rank different from the input rank: GatherElements needs equal ranks"],
     "aten::amax.default": ["NaN inputs: onnxruntime ReduceMax drops a NaN unless it comes first along the axis"],
     "aten::amin.default": ["NaN inputs: onnxruntime ReduceMin drops a NaN unless it comes first along the axis"],
-    "aten::convolution.default": ["transposed with output_padding >= stride: onnxruntime ConvTranspose rejects it"],
+    "aten::convolution.default": [
+        "transposed with output_padding >= stride: onnxruntime ConvTranspose rejects it",
+        "quantized ConvTranspose2d (QDQ): where onnxruntime's fused integer kernel differs "
+        "from the op's definition on a CPU (reported on AVX-512), tests/test_quantized.py "
+        "xfails with its fusion on; the file matches with the fusion off "
+        "(tools/repro_ort_qdq_conv.py)"],
     "aten::var_mean.correction": ["empty input: the mean is 0 (onnxruntime ReduceMean) where torch gives NaN"],
     "aten::std_mean.correction": ["empty input: the mean is 0 (onnxruntime ReduceMean) where torch gives NaN"],
     "aten::scaled_dot_product_attention.default": ["dropout_p > 0: exported without dropout (inference attention)"],
