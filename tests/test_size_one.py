@@ -454,3 +454,25 @@ def test_sdpa_is_causal_as_a_symbool_of_the_length(tmp_path, past, example):
     pt2onnx.export(model, (torch.randn(1, example, 8),), path, input_names=["x"],
                    dynamic_axes={"x": {1: "t"}})
     _run_at(path, model, lambda t: (torch.randn(1, t, 8),), [1, example, 5])
+
+
+class _GatherThenChunk(nn.Module):
+    def forward(self, x, index, y):
+        return torch.gather(x.mT.mT, 0, index), torch.chunk(y, 1, 0)[-1] * 2
+
+
+def test_a_size_1_example_is_scaled_into_plain_tensors(tmp_path):
+    """From a size-1 example pt2onnx captures at twice the size first. The grown inputs
+    were views of a repeat, which torch.export guards differently from plain tensors:
+    chunk's guard then could not be proved and the dim was refused as fixed (fuzz seed
+    2612, program 587)."""
+    model = _GatherThenChunk()
+    b = Dim("b", min=1, max=64)
+
+    def inputs(n):
+        return (torch.randn(1, n, 2), torch.zeros(3, n, 2, dtype=torch.int64),
+                torch.randint(0, 5, (n,)))
+
+    path = tmp_path / "m.onnx"
+    pt2onnx.export(model, inputs(1), path, dynamic_shapes=({1: b}, {1: b}, {0: b}))
+    _run_at(path, model, inputs, [1, 4])
