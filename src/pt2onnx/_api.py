@@ -415,7 +415,7 @@ def _dynamic_spec(
             f"or dynamic=True, not both ({' and '.join(given)} were given)."
         )
     if isinstance(model, torch.export.ExportedProgram) or not (dynamic_axes or dynamic):
-        return dynamic_shapes, []
+        return _dynamic.named_dims(dynamic_shapes), []
     module = _capture.as_module(model)
     inputs = _dynamic.bound_inputs(module, args, kwargs)
     if dynamic:

@@ -173,6 +173,26 @@ def dynamic_axes_to_shapes(
     return shapes, warnings
 
 
+def named_dims(spec: Any) -> Any:
+    """A dynamic_shapes spec with each axis given as a string (``{0: "batch"}``, as
+    torch.onnx's dynamo exporter takes them) as a ``Dim`` of that name: one Dim per name,
+    so axes named alike are one dim. Other entries stay as they are."""
+    dims: dict[str, Any] = {}
+
+    def walk(s: Any) -> Any:
+        if isinstance(s, str):
+            safe = re.sub(r"\W", "_", s)
+            safe = safe if safe and not safe[0].isdigit() else "d_" + safe
+            return dims.setdefault(safe, Dim(safe))
+        if isinstance(s, dict):
+            return {k: walk(v) for k, v in s.items()}
+        if isinstance(s, (list, tuple)):
+            return type(s)(walk(v) for v in s)
+        return s
+
+    return walk(spec) if spec is not None else None
+
+
 def all_dynamic(inputs: dict[str, Any]) -> dict[str, Any]:
     """``dynamic=True``: every axis of every tensor input may vary (Dim.AUTO)."""
     return {

@@ -10,7 +10,7 @@ import torch
 
 from pt2onnx._builder import RuleContext, value_dtype
 from pt2onnx._registry import translation
-from pt2onnx.rules._common import aten, rank
+from pt2onnx.rules._common import aten, operand, rank
 
 
 @translation(aten.linear.default)
@@ -41,12 +41,28 @@ def addmm(g: RuleContext, bias: ir.Value, a: ir.Value, b: ir.Value, *, beta: Any
           alpha: Any = 1) -> ir.Value:
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     empty = a.shape is not None and len(a.shape) and a.shape[-1] == 0
-    if not empty and g.dtype in (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE):
+    numbers = not isinstance(alpha, ir.Value) and not isinstance(beta, ir.Value)
+    if numbers and not empty and g.dtype in (ir.DataType.FLOAT, ir.DataType.FLOAT16,
+                                             ir.DataType.DOUBLE):
         return g.op.Gemm(a, b, bias, alpha=float(alpha), beta=float(beta))
-    prod = product(g, a, b)
-    if alpha != 1:
-        prod = g.op.Mul(prod, g.const(alpha, g.dtype))
-    scaled = bias if beta == 1 else g.op.Mul(bias, g.const(beta, g.dtype))
+    return scaled_sum(g, product(g, a, b), bias, alpha, beta)
+
+
+def scaled_sum(g: RuleContext, prod: ir.Value, bias: ir.Value, alpha: Any,
+               beta: Any) -> ir.Value:
+    """``alpha * prod + beta * bias`` as torch computes it: a beta of 0 ignores ``bias``
+    (NaN included). alpha and beta are Python numbers or, for a tensor passed as the
+    Scalar (the TorchScript exporter's tests do), 0-d values known only at run time."""
+    dtype = g.dtype
+    if isinstance(alpha, ir.Value) or alpha != 1:
+        prod = g.op.Mul(prod, operand(g, alpha, dtype))
+    if isinstance(beta, ir.Value):
+        b = operand(g, beta, dtype)
+        summed = g.op.Add(prod, g.op.Mul(bias, b))
+        return g.op.Where(g.op.Equal(b, g.const(0, dtype)), prod, summed)
+    if beta == 0:
+        return prod
+    scaled = bias if beta == 1 else g.op.Mul(bias, g.const(beta, dtype))
     return g.op.Add(prod, scaled)
 
 
@@ -94,13 +110,7 @@ def matmul(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
 def baddbmm(g: RuleContext, bias: ir.Value, a: ir.Value, b: ir.Value, *, beta: Any = 1,
             alpha: Any = 1) -> ir.Value:
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
-    prod = product(g, a, b)
-    if alpha != 1:
-        prod = g.op.Mul(prod, g.const(alpha, g.dtype))
-    if beta == 0:
-        return prod
-    scaled = bias if beta == 1 else g.op.Mul(bias, g.const(beta, g.dtype))
-    return g.op.Add(prod, scaled)
+    return scaled_sum(g, product(g, a, b), bias, alpha, beta)
 
 
 @translation(aten.addmv.default)
@@ -115,12 +125,7 @@ def addbmm(g: RuleContext, bias: ir.Value, a: ir.Value, b: ir.Value, *, beta: An
            alpha: Any = 1) -> ir.Value:
     """addbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"""
     prod = g.op.ReduceSum(g.op.MatMul(a, b), g.const([0]), keepdims=0)
-    if alpha != 1:
-        prod = g.op.Mul(prod, g.const(alpha, g.dtype))
-    if beta == 0:  # torch ignores self (NaN included) when beta is 0
-        return prod
-    scaled = bias if beta == 1 else g.op.Mul(bias, g.const(beta, g.dtype))
-    return g.op.Add(prod, scaled)
+    return scaled_sum(g, prod, bias, alpha, beta)
 
 
 @translation(aten._trilinear.default)

@@ -415,22 +415,48 @@ for _packet, _mode in ((aten._upsample_bilinear2d_aa, "linear"),
 @translation(aten.pixel_shuffle.default)
 def pixel_shuffle(g: RuleContext, x: ir.Value, upscale_factor: int) -> ir.Value:
     """pixel_shuffle(Tensor self, int upscale_factor) -> Tensor"""
-    if rank(x) == 4:
-        return g.op.DepthToSpace(x, blocksize=int(upscale_factor), mode="CRD")
-    raise NotImplementedError("pixel_shuffle on a tensor that is not 4-D")
+    r, k = int(upscale_factor), rank(x) - 3
+    if k == 1:
+        return g.op.DepthToSpace(x, blocksize=r, mode="CRD")
+    # (*, C*r*r, H, W) -> (*, C, r, r, H, W) -> (*, C, H, r, W, r) -> (*, C, H*r, W*r),
+    # with sizes read from the graph: any number of batch dims, any of them dynamic.
+    lead, c, h, w = _last_three(g, x)
+    y = g.op.Reshape(x, g.op.Concat(lead, g.op.Div(c, g.const([r * r])), g.const([r, r]),
+                                    h, w, axis=0), allowzero=1)
+    y = g.op.Transpose(y, perm=[*range(k), k, k + 3, k + 1, k + 4, k + 2])
+    return g.op.Reshape(y, g.op.Concat(lead, g.op.Div(c, g.const([r * r])),
+                                       g.op.Mul(h, g.const([r])), g.op.Mul(w, g.const([r])),
+                                       axis=0), allowzero=1)
 
 
 @translation(aten.pixel_unshuffle.default)
 def pixel_unshuffle(g: RuleContext, x: ir.Value, downscale_factor: int) -> ir.Value:
     """pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor"""
-    if rank(x) != 4:
-        raise NotImplementedError("pixel_unshuffle on a tensor that is not 4-D")
-    n, c, h, w = x.shape  # type: ignore[misc]
-    r = int(downscale_factor)
-    # allowzero: a 0 in these literal shapes is an empty dimension, not "copy the input's".
-    y = g.op.Reshape(x, g.const([n, c, h // r, r, w // r, r]), allowzero=1)
-    y = g.op.Transpose(y, perm=[0, 1, 3, 5, 2, 4])
-    return g.op.Reshape(y, g.const([n, c * r * r, h // r, w // r]), allowzero=1)
+    r, k = int(downscale_factor), rank(x) - 3
+    # (*, C, H, W) -> (*, C, H/r, r, W/r, r) -> (*, C, r, r, H/r, W/r) -> (*, C*r*r, H/r, W/r)
+    lead, c, h, w = _last_three(g, x)
+    hr, wr = g.op.Div(h, g.const([r])), g.op.Div(w, g.const([r]))
+    y = g.op.Reshape(x, g.op.Concat(lead, c, hr, g.const([r]), wr, g.const([r]), axis=0),
+                     allowzero=1)
+    y = g.op.Transpose(y, perm=[*range(k), k, k + 2, k + 4, k + 1, k + 3])
+    return g.op.Reshape(y, g.op.Concat(lead, g.op.Mul(c, g.const([r * r])), hr, wr, axis=0),
+                        allowzero=1)
+
+
+def _last_three(g: RuleContext, x: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+    """Shape(x) as (the leading dims, C, H, W), each a 1-D int64 value (the leading
+    part possibly empty); constants where the sizes are static."""
+    n = rank(x)
+    dims = x.shape
+    if dims is not None and all(isinstance(d, int) for d in dims):
+        sizes = [int(d) for d in dims]  # type: ignore[arg-type]
+        return (g.const(sizes[:-3] or np.zeros(0, np.int64)), g.const(sizes[-3:-2]),
+                g.const(sizes[-2:-1]), g.const(sizes[-1:]))
+    shape = g.op.Shape(x)
+    return (g.op.Slice(shape, g.const([0]), g.const([n - 3])),
+            g.op.Slice(shape, g.const([n - 3]), g.const([n - 2])),
+            g.op.Slice(shape, g.const([n - 2]), g.const([n - 1])),
+            g.op.Slice(shape, g.const([n - 1]), g.const([n])))
 
 
 _GRID_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}

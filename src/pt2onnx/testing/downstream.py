@@ -142,14 +142,27 @@ def _float16(path: str | Path, out: Path) -> None:
                                                op_block_list=blocked), str(out))
 
 
+def _preprocessed(path: str | Path, out: Path) -> Path:
+    """The file after onnxruntime's recommended pre-processing for quantization
+    (``quant_pre_process``: symbolic shape inference, optimization, onnx shape
+    inference), as its quantizers ask users to run first."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    pre = out.with_name("pre_" + out.name)
+    quant_pre_process(str(path), str(pre))
+    return pre
+
+
 def _quantize_dynamic(path: str | Path, out: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(path), str(out), weight_type=QuantType.QInt8)
+    quantize_dynamic(str(_preprocessed(path, out)), str(out), weight_type=QuantType.QInt8)
 
 
 def _quantize_static(path: str | Path, out: Path, feeds: dict[str, np.ndarray]) -> None:
     from onnxruntime.quantization import CalibrationDataReader, quantize_static
+
+    path = _preprocessed(path, out)
 
     class Reader(CalibrationDataReader):  # type: ignore[misc]  # untyped onnxruntime
         def __init__(self) -> None:
