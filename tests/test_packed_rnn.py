@@ -326,3 +326,23 @@ def test_plain_rnn_final_states_keep_their_shape(kind: str) -> None:
     assert [tuple(o.shape) for o in got] == [tuple(e.shape) for e in expected]
     for e, o in zip(expected, got):
         np.testing.assert_allclose(o, e.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_plain_rnn_over_an_empty_batch(kind: str) -> None:
+    """A batch of 0 with a dynamic number of steps (fuzz seed 2612, program 2032): empty
+    outputs of eager's shapes, and no recurrent op, which onnxruntime 1.31 crashes on
+    (the GRU segfaults) for a 0 batch. Checked before the file is run, so a regression
+    fails here instead of taking the test process down."""
+    torch.manual_seed(0)
+    model = getattr(nn, kind)(2, 3, num_layers=2, bidirectional=True).eval()
+    x = torch.randn(6, 0, 2)
+    prog = pt2onnx.export(model, (x,), dynamic_shapes=({0: Dim("T", min=2, max=64)},))
+    assert not {"LSTM", "GRU", "RNN"} & {n.op_type for n in prog.model.graph}
+    session = ort.InferenceSession(prog.model_proto.SerializeToString())
+    for steps in (2, 9):
+        xs = torch.randn(steps, 0, 2)
+        with torch.no_grad():
+            expected = [t for t in torch.utils._pytree.tree_leaves(model(xs))]
+        got = session.run(None, {session.get_inputs()[0].name: xs.numpy()})
+        assert [g.shape for g in got] == [tuple(e.shape) for e in expected]

@@ -96,6 +96,8 @@ def packed_rnn(g: RuleContext, x: ir.Value, lengths: ir.Value, hx: list[ir.Value
             f"packed {mode} in {g.dtype}: pt2onnx exports packed RNNs in float32 and float64. "
             "Next step: run the RNN in float32 (model.float()) before exporting.")
     dirs = 2 if bidirectional else 1
+    if x.shape is not None and len(x.shape) == 3 and x.shape[1] == 0:
+        return _empty_batch(g, x, mode, num_layers, dirs, hidden_size, proj_size)
     h0 = hx[0] if hx else None
     c0 = hx[1] if len(hx) > 1 else None
     if proj_size > 0 or g.dtype == ir.DataType.DOUBLE:
@@ -130,14 +132,32 @@ def packed_rnn(g: RuleContext, x: ir.Value, lengths: ir.Value, hx: list[ir.Value
                 attrs["activations"] = ["Relu" if mode == "RNN_RELU" else "Tanh"] * dirs
             y, y_h = getattr(g.op, onnx_op)(*inputs, **attrs, _outputs=2)
         finals_h.append(y_h)
-        # Y is [T, D, B, H]; the next layer and torch want [T, B, D * H].
-        x = g.op.Reshape(g.op.Transpose(y, perm=[0, 2, 1, 3]), g.const([0, 0, -1]))
+        # Y is [T, D, B, H]; the next layer and torch want [T, B, D * H]. D * H is
+        # known, not -1: beside a batch of 0, a -1 has no size to infer (fuzz seed 2612,
+        # program 2032: a GRU on an empty batch).
+        x = g.op.Reshape(g.op.Transpose(y, perm=[0, 2, 1, 3]),
+                         g.const([0, 0, dirs * hidden_size]))
     h_n = finals_h[0] if num_layers == 1 else g.op.Concat(*finals_h, axis=0)
     if onnx_op == "LSTM":
         c_n = finals_c[0] if num_layers == 1 else g.op.Concat(*finals_c, axis=0)
     else:
         c_n = _empty(g)
     return x, h_n, c_n
+
+
+def _empty_batch(g: RuleContext, x: ir.Value, mode: str, num_layers: int, dirs: int,
+                 hidden_size: int, proj_size: int) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """An RNN over a batch of 0: empty outputs of eager's shapes, without the recurrent
+    op (onnxruntime 1.31's GRU crashes on a 0 batch; fuzz seed 2612, program 2032)."""
+    out_size = proj_size or hidden_size
+    steps = g.op.Slice(g.op.Shape(x), g.const([0]), g.const([1]))
+    value = ir.tensor([0.0], dtype=g.dtype)
+    out = g.op.ConstantOfShape(g.op.Concat(steps, g.const([0, dirs * out_size]), axis=0),
+                               value=value)
+    h_n = g.op.ConstantOfShape(g.const([num_layers * dirs, 0, out_size]), value=value)
+    c_n = (g.op.ConstantOfShape(g.const([num_layers * dirs, 0, hidden_size]), value=value)
+           if mode == "LSTM" else _empty(g))
+    return out, h_n, c_n
 
 
 def _empty(g: RuleContext) -> ir.Value:
