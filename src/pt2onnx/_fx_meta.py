@@ -131,14 +131,37 @@ def path_parts(path: Any, cache_depth: int | None = None) -> list[str]:
     return parts
 
 
+def spec_paths(spec: Any) -> list[tuple[Any, ...]]:
+    """The key path of each leaf of a TreeSpec. A node registered without
+    ``flatten_with_keys_fn`` (transformers 4.56's ``ModelOutput``) is read from its
+    context: a list of keys names its children, as a dict's does."""
+    import torch.utils._pytree as pytree
+
+    if spec.is_leaf():
+        return [()]
+    node = pytree.SUPPORTED_NODES.get(spec.type)
+    if node is not None and node.flatten_with_keys_fn is not None:
+        try:
+            tree = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
+            return [path for path, _ in pytree.tree_flatten_with_path(tree)[0]]
+        except Exception:
+            pass  # a child without keys: walk the children one by one
+    context, children = spec.context, spec.children_specs
+    keyed = isinstance(context, (list, tuple)) and len(context) == len(children) and all(
+        isinstance(k, str) for k in context)
+    paths: list[tuple[Any, ...]] = []
+    for i, child in enumerate(children):
+        key = pytree.MappingKey(context[i]) if keyed else pytree.SequenceKey(i)
+        paths += [(key, *rest) for rest in spec_paths(child)]
+    return paths
+
+
 def output_names_from_spec(ep: torch.export.ExportedProgram, n: int) -> list[str | None]:
     """Names such as ``logits`` or ``output_0`` from the model's output structure."""
-    import torch.utils._pytree as pytree
 
     try:
         spec = ep.call_spec.out_spec
-        tree = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
-        paths = [path for path, _ in pytree.tree_flatten_with_path(tree)[0]]
+        paths = spec_paths(spec)
     except Exception:
         return [None] * n
     if len(paths) != n:

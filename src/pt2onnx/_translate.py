@@ -22,6 +22,7 @@ from pt2onnx._fx_meta import (
     path_parts,
     shape_of,
     source_of,
+    spec_paths,
     type_of,
 )
 from pt2onnx._registry import Registry, RuleEntry, op_name
@@ -157,12 +158,9 @@ class Translator:
         """Per user input leaf: ``past_key_values_...`` where the leaf is in a transformers
         Cache passed as an argument of its own (whatever that argument is called; see
         ``_fx_meta.path_parts``), else None."""
-        import torch.utils._pytree as pytree
-
         try:
             spec = self.ep.call_spec.in_spec
-            tree = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
-            paths = [path for path, _ in pytree.tree_flatten_with_path(tree)[0]]
+            paths = spec_paths(spec)
         except Exception:
             return []
         names: list[str | None] = []
