@@ -34,7 +34,7 @@ XFAILS: dict[str, list[str]] = {
         "transposed with output_padding >= stride: onnxruntime ConvTranspose rejects it",
         "quantized ConvTranspose2d (QDQ): where onnxruntime's fused integer kernel differs "
         "from the op's definition on a CPU (reported on AVX-512), tests/test_quantized.py "
-        "xfails with its fusion on; the file matches with the fusion off "
+        "xfails naming the kernel (its fused one, or torch's fbgemm); the file matches with the fusion off "
         "(tools/repro_ort_qdq_conv.py)"],
     "aten::var_mean.correction": ["empty input: the mean is 0 (onnxruntime ReduceMean) where torch gives NaN"],
     "aten::std_mean.correction": ["empty input: the mean is 0 (onnxruntime ReduceMean) where torch gives NaN"],
