@@ -145,11 +145,16 @@ def _float16(path: str | Path, out: Path) -> None:
 def _preprocessed(path: str | Path, out: Path) -> Path:
     """The file after onnxruntime's recommended pre-processing for quantization
     (``quant_pre_process``: symbolic shape inference, optimization, onnx shape
-    inference), as its quantizers ask users to run first."""
+    inference), as its quantizers ask users to run first; the file as it is where the
+    pre-processing itself gives up (its symbolic shape inference runs without
+    ``auto_merge`` and stops on BERT's attention mask, torch.onnx's file alike)."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     pre = out.with_name("pre_" + out.name)
-    quant_pre_process(str(path), str(pre))
+    try:
+        quant_pre_process(str(path), str(pre))
+    except Exception:
+        return Path(path)
     return pre
 
 
