@@ -151,7 +151,7 @@ def spec_paths(spec: Any) -> list[tuple[Any, ...]]:
         isinstance(k, str) for k in context)
     paths: list[tuple[Any, ...]] = []
     for i, child in enumerate(children):
-        key = pytree.MappingKey(context[i]) if keyed else pytree.SequenceKey(i)
+        key: Any = pytree.MappingKey(context[i]) if keyed else pytree.SequenceKey(i)
         paths += [(key, *rest) for rest in spec_paths(child)]
     return paths
 

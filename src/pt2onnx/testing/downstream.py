@@ -11,6 +11,7 @@ for docs/compatibility.md. A tool that is not installed gives ``skipped`` and sa
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,39 +67,52 @@ def run_tools(path: str | Path, feeds: dict[str, np.ndarray], expected: list[np.
     ``expected``: eager's outputs on ``feeds``, in the file's output order.
     ``optimizer``: ``optimize_model`` keyword arguments (``model_type``, ``num_heads``,
     ``hidden_size``); None skips the transformer optimizer (it is for transformers)."""
+    results: dict[str, ToolResult] = {}
+    path = Path(path).resolve()
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory() as tmp:
+        # Some tools write scratch files (uuid-named .data) to the working directory.
+        os.chdir(tmp)
+        try:
+            return _run_all(path, feeds, expected, optimizer, tools, Path(tmp), results)
+        finally:
+            os.chdir(cwd)
+
+
+def _run_all(path: Path, feeds: dict[str, np.ndarray], expected: list[np.ndarray],
+             optimizer: dict[str, Any] | None, tools: tuple[str, ...], tmp: Path,
+             results: dict[str, ToolResult]) -> dict[str, ToolResult]:
     import onnx
 
-    results: dict[str, ToolResult] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "out.onnx"
-        steps: dict[str, Callable[[], dict[str, int] | None]] = {
-            "symbolic shape inference": lambda: _symbolic(path, out),
-            "transformer optimizer": lambda: _optimizer(path, out, optimizer),
-            "onnxslim": lambda: _slim(path, out),
-            "float16": lambda: _float16(path, out),
-            "dynamic quantization": lambda: _quantize_dynamic(path, out),
-            "static quantization": lambda: _quantize_static(path, out, feeds),
-        }
-        for tool in tools:
-            if tool == "transformer optimizer" and optimizer is None:
-                results[tool] = ToolResult(tool, "skipped", "not a transformer")
-                continue
-            try:
-                fused = steps[tool]()
-            except ImportError as e:
-                results[tool] = ToolResult(tool, "skipped", f"not installed ({e.name})")
-                continue
-            except Exception as e:  # the tool refused the file: the finding itself
-                results[tool] = ToolResult(tool, "failed", f"{type(e).__name__}: {e}")
-                continue
-            try:
-                onnx.checker.check_model(str(out))
-                err = _error(_run(out, feeds), expected)
-            except Exception as e:
-                results[tool] = ToolResult(tool, "failed", f"its output does not run: "
-                                           f"{type(e).__name__}: {str(e)[:200]}")
-                continue
-            results[tool] = ToolResult(tool, "ok", max_error=err, fused=fused or {})
+    out = tmp / "out.onnx"
+    steps: dict[str, Callable[[], dict[str, int] | None]] = {
+        "symbolic shape inference": lambda: _symbolic(path, out),
+        "transformer optimizer": lambda: _optimizer(path, out, optimizer),
+        "onnxslim": lambda: _slim(path, out),
+        "float16": lambda: _float16(path, out),
+        "dynamic quantization": lambda: _quantize_dynamic(path, out),
+        "static quantization": lambda: _quantize_static(path, out, feeds),
+    }
+    for tool in tools:
+        if tool == "transformer optimizer" and optimizer is None:
+            results[tool] = ToolResult(tool, "skipped", "not a transformer")
+            continue
+        try:
+            fused = steps[tool]()
+        except ImportError as e:
+            results[tool] = ToolResult(tool, "skipped", f"not installed ({e.name})")
+            continue
+        except Exception as e:  # the tool refused the file: the finding itself
+            results[tool] = ToolResult(tool, "failed", f"{type(e).__name__}: {e}")
+            continue
+        try:
+            onnx.checker.check_model(str(out))
+            err = _error(_run(out, feeds), expected)
+        except Exception as e:
+            results[tool] = ToolResult(tool, "failed", f"its output does not run: "
+                                       f"{type(e).__name__}: {str(e)[:200]}")
+            continue
+        results[tool] = ToolResult(tool, "ok", max_error=err, fused=fused or {})
     return results
 
 
