@@ -346,3 +346,17 @@ def test_plain_rnn_over_an_empty_batch(kind: str) -> None:
             expected = [t for t in torch.utils._pytree.tree_leaves(model(xs))]
         got = session.run(None, {session.get_inputs()[0].name: xs.numpy()})
         assert [g.shape for g in got] == [tuple(e.shape) for e in expected]
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_plain_rnn_captured_by_torch_export_with_static_shapes(kind: str, monkeypatch) -> None:
+    """Static shapes and no recording (PT2ONNX_CAPTURE=export, or a model the recording
+    refuses: fuzz seed 2612, program 1863): torch.export alone left aten::lstm.input,
+    which has no rule; the plain RNN is captured as pt2onnx::packed_rnn there too."""
+    monkeypatch.setenv("PT2ONNX_CAPTURE", "export")
+    torch.manual_seed(0)
+    model = getattr(nn, kind)(3, 4, num_layers=2, bidirectional=True).eval()
+    x = torch.randn(5, 2, 3)
+    prog = pt2onnx.export(model, (x,))
+    assert kind in {n.op_type for n in prog.model.graph}
+    assert prog.verify(x).ok

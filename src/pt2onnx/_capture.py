@@ -158,7 +158,7 @@ def capture(
     notes: list[str] = []
     # Only a model with an RNN module can pack sequences into one.
     has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in module.modules())
-    packed = _packed_rnn.substitutions(notes, plain=dynamic_shapes is not None) if has_rnn \
+    packed = _packed_rnn.substitutions(notes, plain=True) if has_rnn \
         else contextlib.nullcontext()
     with no_leaked_fake_tensors(module), named_var_kwargs(module, kwargs):
         recorded: CaptureResult | str | None = None
