@@ -367,7 +367,10 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         "`pad_packed_sequence`) are captured as one op, `pt2onnx::packed_rnn`, translated to "
         "ONNX LSTM / GRU / RNN with `sequence_lens` (a Loop of torch's cell for `proj_size` "
         "and float64); float32 within 5e-7 of eager, float64 within 1e-15 (2-layer bidirectional, hidden 32, 20 steps). What is covered "
-        "and what is refused: docs/models.md, \"Packed RNN sequences\".",
+        "and what is refused: docs/models.md, \"Packed RNN sequences\". Plain `nn.LSTM` / `nn.GRU` / `nn.RNN` "
+        "calls take the same path. NaN inputs: onnxruntime's CPU LSTM and GRU kernels (1.31, 1.32) give finite "
+        "outputs where eager and ONNX's definition give NaN from that step on (its RNN kernel carries the NaN); "
+        "a strict xfail in the fuzz corpus (`mismatch_lstm_nan_input_ort.py`) tracks it.",
         "",
         "export-llm's fused attention is captured as one op, `pt2onnx::gqa` (the query, the "
         "new keys and values, the past, the attention mask; optional rotary tables), "
