@@ -95,3 +95,100 @@ def test_grid_sample_5d_below_opset_20_is_not_gridsample():
     prog = _export(Sample(), (x, grid), opset=18)
     assert "GridSample" not in {n.op_type for n in prog.model.graph}
     assert prog.verify(x, grid).ok
+
+
+class _Quantize(nn.Module):
+    def __init__(self, dtype: torch.dtype, per_channel: bool, tensor_qparams: bool) -> None:
+        super().__init__()
+        self.dtype, self.per_channel, self.tensor_qparams = dtype, per_channel, tensor_qparams
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        if self.per_channel:
+            q = torch.quantize_per_channel(x, torch.tensor([0.05, 0.1, 0.3]),
+                                           torch.tensor([0, 3, 2]), 1, self.dtype)
+        elif self.tensor_qparams:
+            q = torch.quantize_per_tensor(x, torch.tensor(0.07), torch.tensor(5), self.dtype)
+        else:
+            q = torch.quantize_per_tensor(x, 0.07, 5, self.dtype)
+        return q.dequantize() * 2, q
+
+
+@pytest.mark.parametrize("dtype", [torch.quint8, torch.qint8, torch.qint32],
+                         ids=["quint8", "qint8", "qint32"])
+@pytest.mark.parametrize("form", ["scalars", "tensor_qparams", "per_channel"])
+def test_quantize_in_a_float_model(dtype: torch.dtype, form: str) -> None:
+    """``torch.quantize_per_tensor`` / ``quantize_per_channel`` in a model that is not
+    otherwise quantized: the values round onto the grid and clamp at the dtype's range
+    (inputs reach past it), and a quantized output is its dequantized float."""
+    x = torch.randn(2, 3, 4) * 20
+    model = _Quantize(dtype, form == "per_channel", form == "tensor_qparams")
+    prog = _export(model, (x,))
+    assert prog.verify(x, atol=1e-5).ok
+    assert prog.verify(torch.randn(2, 3, 4) * 5, atol=1e-5).ok
+
+
+class _UniqueDim(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return torch.unique(x, dim=self.dim, return_inverse=True, return_counts=True)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_unique_along_a_dim(dim: int, dtype: torch.dtype) -> None:
+    """``torch.unique(x, dim=d)``: distinct slices in torch's lexicographic order, with
+    the inverse and the counts; also at a shape the example did not have, and with one
+    slice only."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 3, (6, 4, 5), generator=g).to(dtype)
+    x.select(dim, 1).copy_(x.select(dim, 3))  # a repeated slice, whatever the dim
+    prog = _export(_UniqueDim(dim), (x,), dynamic_shapes=({0: torch.export.Dim("a"),
+                                                          1: torch.export.Dim("b")},))
+    assert prog.verify(x).ok
+    y = torch.randint(0, 2, (7, 4, 5), generator=g).to(dtype)
+    assert prog.verify(y).ok
+    one = x.narrow(dim, 0, 1).expand_as(x)
+    assert prog.verify(one.contiguous()).ok
+
+
+class _Stft(nn.Module):
+    def __init__(self, **kw) -> None:  # type: ignore[no-untyped-def]
+        super().__init__()
+        self.kw = kw
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return torch.stft(x, 16, hop_length=4, return_complex=False, **self.kw)
+
+
+@pytest.mark.parametrize("kw", [{}, {"window": "hann"}, {"onesided": False},
+                                {"normalized": True, "center": False}],
+                         ids=["plain", "window", "two_sided", "normalized_uncentered"])
+def test_stft_real_output(kw) -> None:  # type: ignore[no-untyped-def]
+    """``stft(..., return_complex=False)``: the (real, imaginary) pair in a last dim of 2,
+    as eager returns it; a dynamic signal length changes the number of frames."""
+    if kw.get("window") == "hann":
+        kw = {"window": torch.hann_window(16)}
+    x = torch.randn(2, 64)
+    prog = _export(_Stft(**kw), (x,), dynamic_shapes=({1: torch.export.Dim("n", min=32)},))
+    assert prog.verify(x).ok
+    assert prog.verify(torch.randn(2, 100)).ok
+
+
+class _Unfold(nn.Module):
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return x.unfold(-1, 4, 3) * 2, torch.as_strided(x, (x.shape[0], x.shape[1] - 1, 2),
+                                                       (x.shape[1], 1, 1))
+
+
+def test_strided_windows_of_a_dynamic_length() -> None:
+    """``unfold`` and ``as_strided`` whose sizes and strides follow a dynamic dim (the
+    TorchScript exporter's test_unfold_infer_shape): the flat positions are computed at
+    run time; at the smallest length there is one window."""
+    x = torch.randn(2, 10)
+    prog = _export(_Unfold(), (x,), dynamic_shapes=({0: torch.export.Dim("b"),
+                                                    1: torch.export.Dim("n", min=4)},))
+    for shape in [(2, 10), (3, 13), (1, 4), (2, 6)]:
+        assert prog.verify(torch.randn(*shape)).ok, shape

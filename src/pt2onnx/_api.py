@@ -342,6 +342,14 @@ def _export(
 
     with rep.stage("optimize"):
         onnx_model = passes.optimize(onnx_model) if optimize else passes.cleanup(onnx_model)
+    missing = passes.ort_cpu_types.unloadable(onnx_model)
+    if missing:
+        message = (f"onnxruntime's CPU build has no kernel for {', '.join(missing)} in this "
+                   "file, so it will not load there (other runtimes may run it). Next step: "
+                   "compute that op in another dtype in the model, or report it as a "
+                   "pt2onnx issue with the op and dtype.")
+        rep.warnings.append(message)
+        warnings.warn(message, stacklevel=3)
     _legacy.apply(onnx_model, legacy, set(program.state_dict))
     rep.op_histogram = _histogram(onnx_model)
 

@@ -130,17 +130,6 @@ def _actual_dims(v: ir.Value | None) -> bool:
     return node is not None and not node.domain and node.op_type == "Shape"
 
 
-# Types onnxruntime's CPU Where lacks (1.31, 1.32), and the type it selects in instead.
-# uint64 -> int64 -> uint64 keeps every bit pattern.
-_WHERE_AS = {
-    ir.DataType.BOOL: ir.DataType.UINT8,
-    ir.DataType.INT16: ir.DataType.INT32,
-    ir.DataType.UINT16: ir.DataType.INT32,
-    ir.DataType.UINT64: ir.DataType.INT64,
-    ir.DataType.BFLOAT16: ir.DataType.FLOAT,
-}
-
-
 class _OpNamespace:
     """``g.op.Name(*inputs, **attributes)`` appends one ONNX node.
 
@@ -222,18 +211,6 @@ class RuleContext:
                                               self.cast(updates, f32)], attrs, 1, domain)
                 out.dtype = f32
                 return self.cast(out, half)
-        if op_type == "Where" and not domain and len(inputs) == 3:
-            cond, a, b = inputs
-            kind = value_dtype(a) if a is not None else None
-            wide = _WHERE_AS.get(kind) if kind is not None else None
-            if wide is not None and b is not None and value_dtype(b) == kind:
-                assert a is not None and kind is not None
-                # onnxruntime's CPU Where has no kernel for this type: select in a
-                # type that holds every value exactly, then cast back.
-                out = self.add_node("Where", [cond, self.cast(a, wide), self.cast(b, wide)],
-                                    attrs)
-                out.dtype = wide
-                return self.cast(out, kind)
         node = ir.Node(domain, op_type, inputs, attributes, num_outputs=num_outputs)
         self.nodes.append(node)
         if domain and domain not in self.domains:

@@ -29,6 +29,51 @@ from pt2onnx.verify import (
 )
 
 
+def _bf16() -> Any:
+    import ml_dtypes  # shipped with onnx
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+_BF16 = _bf16()
+
+
+def _float32_boundary(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` with its bfloat16 inputs and outputs as float32, cast inside the graph,
+    for onnxruntime's Python API, which takes and returns no bfloat16 arrays."""
+    bf16 = onnx.TensorProto.BFLOAT16
+    if not any(v.type.tensor_type.elem_type == bf16
+               for v in (*proto.graph.input, *proto.graph.output)):
+        return proto
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    graph = model.graph
+    renames: dict[str, str] = {}
+    for inp in graph.input:
+        if inp.type.tensor_type.elem_type == bf16:
+            renames[inp.name] = f"{inp.name}__as_bfloat16"
+            inp.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    out_renames: dict[str, str] = {}
+    for out in graph.output:
+        if out.type.tensor_type.elem_type == bf16:
+            out_renames[out.name] = f"{out.name}__bfloat16"
+            out.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    for node in graph.node:
+        node.input[:] = [renames.get(i, i) for i in node.input]
+        node.output[:] = [out_renames.get(o, o) for o in node.output]
+    # An output that is an input (or another output) passes through under its new name.
+    for old, new in out_renames.items():
+        for node in graph.node:
+            node.input[:] = [new if i == old else i for i in node.input]
+    heads = [onnx.helper.make_node("Cast", [old], [new], to=bf16) for old, new in renames.items()]
+    tails = [onnx.helper.make_node("Cast", [out_renames[o] if o not in renames else renames[o]],
+                                   [o], to=onnx.TensorProto.FLOAT) for o in out_renames]
+    nodes = heads + list(graph.node) + tails
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model
+
+
 class OnnxProgram:
     """An exported ONNX model, with the means to save, run and verify it."""
 
@@ -126,7 +171,7 @@ class OnnxProgram:
                     )
                 source: Any = str(self._path)
             else:
-                source = self.model_proto.SerializeToString()
+                source = _float32_boundary(self.model_proto).SerializeToString()
             self._session = ort.InferenceSession(
                 source, opts, providers=["CPUExecutionProvider"]
             )
@@ -138,8 +183,13 @@ class OnnxProgram:
 
     def _run_flat(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         session = self._get_session()
+        # bfloat16 travels as float32 (onnxruntime's Python API has no bfloat16 arrays):
+        # every bfloat16 is a float32, so both casts are exact.
+        arrays = [a.astype(np.float32) if a.dtype == _BF16 else a for a in arrays]
         feeds = dict(zip([i.name for i in session.get_inputs()], arrays))
-        return list(session.run(None, feeds))
+        outs = list(session.run(None, feeds))
+        return [o.astype(_BF16) if v.dtype == ir.DataType.BFLOAT16 else o
+                for o, v in zip(outs, self.model.graph.outputs)]
 
     def save_testcase(self, directory: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Path:
         """Writes ``model.onnx`` and ``test_data_set_0/{input,output}_N.pb`` (ONNX backend-test

@@ -9,7 +9,12 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 
-from pt2onnx.passes import pad_before_max_pool, runtime_workarounds, transposed_matvec
+from pt2onnx.passes import (
+    ort_cpu_types,
+    pad_before_max_pool,
+    runtime_workarounds,
+    transposed_matvec,
+)
 
 
 def optimize(model: ir.Model) -> ir.Model:
@@ -30,6 +35,7 @@ def optimize(model: ir.Model) -> ir.Model:
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
     transposed_matvec.apply(model)
+    ort_cpu_types.apply(model)
     model = passes(model).model
     for out, (type_, shape) in zip(model.graph.outputs, before):
         if out.type is None:
@@ -45,4 +51,5 @@ def cleanup(model: ir.Model) -> ir.Model:
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
     transposed_matvec.apply(model)
+    ort_cpu_types.apply(model)
     return common.RemoveUnusedNodesPass()(model).model

@@ -1,5 +1,5 @@
-"""Ops whose output shape depends on the data: masked_select, unique, unique_consecutive,
-nonzero_static (a static shape, padded)."""
+"""Ops whose output shape depends on the data: masked_select, unique (also along a dim),
+unique_consecutive, nonzero_static (a static shape, padded)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,19 @@ def unique2(g: RuleContext, x: ir.Value, sorted: bool = True, return_inverse: bo
     inverse = g.op.Reshape(inverse, g.op.Shape(x)) if return_inverse else g.const([], ir.DataType.INT64)
     counts = counts if return_counts else g.const([], ir.DataType.INT64)
     return values, inverse, counts
+
+
+@translation(aten.unique_dim.default)
+def unique_dim(g: RuleContext, x: ir.Value, dim: int, sorted: bool = True,
+               return_inverse: bool = False, return_counts: bool = False) -> tuple[Any, ...]:
+    """unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)
+
+    The distinct slices along ``dim``. torch sorts them (lexicographically, whatever
+    ``sorted`` says), as ONNX Unique does with ``axis`` and ``sorted=1``."""
+    d = dim + len(x.shape or ()) if dim < 0 else dim
+    values, _, inverse, counts = g.op.Unique(x, axis=d, sorted=1, _outputs=4)
+    empty = g.const([], ir.DataType.INT64)
+    return values, inverse if return_inverse else empty, counts if return_counts else empty
 
 
 @translation(aten.unique_consecutive.default)

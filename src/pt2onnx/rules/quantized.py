@@ -436,6 +436,42 @@ def fused_moving_avg_obs_fake_quant(
             g.op.Identity(scale), g.op.Identity(zero_point))
 
 
+# torch's quantized dtypes and the integer range each holds.
+_Q_RANGE = {torch.quint8: (0, 255), torch.qint8: (-128, 127),
+            torch.qint32: (-(2 ** 31), 2 ** 31 - 1)}
+
+
+def _q_range(dtype: torch.dtype) -> tuple[int, int]:
+    if dtype not in _Q_RANGE:
+        from pt2onnx.errors import TranslationError
+
+        raise TranslationError(
+            f"quantizing to {dtype} has no ONNX form here. Next step: quantize to "
+            "torch.quint8, torch.qint8 or torch.qint32.")
+    return _Q_RANGE[dtype]
+
+
+@translation([aten.quantize_per_tensor.default, aten.quantize_per_tensor.tensor_qparams])
+def quantize_per_tensor_aten(g: RuleContext, x: ir.Value, scale: Any, zero_point: Any,
+                             dtype: torch.dtype) -> ir.Value:
+    """quantize_per_tensor(Tensor self, float scale, int zero_point, ScalarType dtype) -> Tensor
+
+    A quantized tensor travels as its dequantized float values (pt2onnx._quantized), so
+    quantizing is a QuantizeLinear -> DequantizeLinear pair: the float of each value
+    rounded onto the grid and clamped to the dtype's range, as ``q.dequantize()`` gives."""
+    qmin, qmax = _q_range(dtype)
+    return g.cast(fake_quantize(g, x, scale, zero_point, qmin, qmax), _F32)
+
+
+@translation(aten.quantize_per_channel.default)
+def quantize_per_channel_aten(g: RuleContext, x: ir.Value, scales: ir.Value,
+                              zero_points: ir.Value, axis: int, dtype: torch.dtype) -> ir.Value:
+    """quantize_per_channel(Tensor self, Tensor scales, Tensor zero_points, int axis, ScalarType dtype) -> Tensor"""
+    qmin, qmax = _q_range(dtype)
+    return g.cast(fake_quantize(g, x, scales, zero_points, qmin, qmax,
+                                normalize_dim(axis, rank(x))), _F32)
+
+
 @translation(aten.dequantize.self)
 def dequantize_self(g: RuleContext, x: ir.Value) -> ir.Value:
     """dequantize.self(Tensor self) -> Tensor"""

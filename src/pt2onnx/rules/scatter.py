@@ -17,7 +17,7 @@ from pt2onnx.rules._common import (
     rank,
     shape_value,
 )
-from pt2onnx.rules.shape import diagonal_positions, strided_index
+from pt2onnx.rules.shape import diagonal_positions, strided_index, strided_index_value
 
 
 def _src_like_index(g: RuleContext, src: ir.Value, index: ir.Value) -> ir.Value:
@@ -235,14 +235,17 @@ def as_strided_scatter(g: RuleContext, x: ir.Value, src: ir.Value, size: list[An
     val = getattr(arg, "meta", {}).get("val")
     if val is not None and not val.is_contiguous():
         raise NotImplementedError("as_strided_scatter into a tensor that is not contiguous")
-    if not all(isinstance(v, int) for v in [*size, *stride, storage_offset or 0]):
-        raise NotImplementedError("as_strided_scatter with symbolic sizes or strides")
-    index = strided_index(size, stride, storage_offset or 0).reshape(-1)
     flat = g.op.Reshape(x, g.const([-1]))
-    if index.numel() == 0:
-        return x
+    if all(isinstance(v, int) for v in [*size, *stride, storage_offset or 0]):
+        known = strided_index(size, stride, storage_offset or 0).reshape(-1)
+        if known.numel() == 0:
+            return x
+        index = g.const(known)
+    else:
+        index = g.op.Reshape(strided_index_value(g, size, stride, storage_offset or 0),
+                             g.const([-1]))
     updates = g.cast(g.op.Reshape(src, g.const([-1])), g.dtype)
-    out = g.op.ScatterElements(flat, g.const(index), updates, axis=0)
+    out = g.op.ScatterElements(flat, index, updates, axis=0)
     return g.op.Reshape(out, g.op.Shape(x))
 
 

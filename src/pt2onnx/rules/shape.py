@@ -356,11 +356,30 @@ def as_strided(g: RuleContext, x: ir.Value, size: list[Any], stride: list[Any],
                 _known_true(a == b) for a, b in zip(out.shape, val.shape, strict=True)):
             return x
         return g.op.Reshape(x, shape_value(g, size))
-    values = [*size, *stride, storage_offset or 0]
-    if not all(isinstance(v, int) for v in values):
-        raise NotImplementedError("as_strided with symbolic sizes or strides")
     flat = g.op.Reshape(x, g.const([-1]))
-    return g.op.Gather(flat, g.const(strided_index(size, stride, storage_offset or 0)), axis=0)
+    return g.op.Gather(flat, strided_index_value(g, size, stride, storage_offset or 0), axis=0)
+
+
+def strided_index_value(g: RuleContext, size: list[Any], stride: list[Any],
+                        offset: Any) -> ir.Value:
+    """:func:`strided_index` as a graph value: a constant when every size and stride is an
+    int, else built at run time from the symbolic ones (an ``unfold`` of a dynamic
+    length, stft's frames), ``offset + sum_d arange(size_d) * stride_d`` broadcast."""
+    if all(isinstance(v, int) for v in [*size, *stride, offset]):
+        return g.const(strided_index(size, stride, offset))
+
+    def scalar(v: Any) -> ir.Value:
+        return g.op.Reshape(v, g.const([], ir.DataType.INT64)) if isinstance(v, ir.Value) \
+            else g.const(int(v))
+
+    index = scalar(offset)
+    for d, (n, s) in enumerate(zip(size, stride, strict=True)):
+        steps = g.op.Mul(g.op.Range(g.const(0), scalar(n), g.const(1)), scalar(s))
+        shape = [1] * len(size)
+        shape[d] = -1
+        index = g.op.Add(index, g.op.Reshape(steps, g.const(shape)))
+    # Every dim of size 1 broadcasts from the Reshape; Expand gives zero-size dims too.
+    return g.op.Expand(index, g.int_list(list(size)))
 
 
 def strided_index(size: list[int], stride: list[int], offset: int) -> torch.Tensor:

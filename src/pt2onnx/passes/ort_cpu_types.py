@@ -1,0 +1,238 @@
+"""Widens the types that onnxruntime's CPU build has no kernel for.
+
+A rule writes each ONNX op in the dtype torch computes in. Some (op, dtype) pairs are
+valid ONNX that onnxruntime's CPU build cannot load ("Could not find an implementation
+for ReduceSum(13) node with name ..."): most ops in int8 / int16 / uint16 and in
+bfloat16, and a few dtypes that ONNX's own schema does not allow for an op (``ReduceSum``
+in int16, SAM's mask decoder). Such a node is written in a wider type that holds every
+value of the narrow one, between ``Cast`` nodes:
+
+- integers widen to int32 / int64 (unsigned ones to uint32 / uint64 first). Integer
+  arithmetic wraps modulo 2^bits, and the cast back keeps the low bits, so sums,
+  products, shifts and bitwise ops come out as in the narrow type;
+- bfloat16 (and float16, where the schema lacks it) computes in float32, then rounds
+  once: the result is as close to eager as the narrow kernel's, or closer;
+- bool and uint64 widen (to uint8, int64) only for ops that move values without
+  computing on them: ``Where``, gathers, concatenation, reshapes.
+
+float16 is left alone where the schema allows it: onnxruntime inserts the float32
+casts itself for a float16 node that has only a float32 kernel, and other runtimes
+have float16 kernels. What onnxruntime can do is read from its kernel registry into
+``_ort_cpu_kernels.py`` (tools/gen_ort_cpu_kernels.py). A node that still has no
+kernel afterwards is named by :func:`unloadable` (the export warns).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+
+from pt2onnx.passes._graphs import rewrite_all
+from pt2onnx.passes._ort_cpu_kernels import KERNELS
+
+D = ir.DataType
+
+# Wider types, in order of preference, that hold every value of the key exactly.
+_WIDER: dict[ir.DataType, tuple[ir.DataType, ...]] = {
+    D.INT8: (D.INT32, D.INT64),
+    D.INT16: (D.INT32, D.INT64),
+    D.UINT8: (D.UINT32, D.INT32, D.UINT64, D.INT64),
+    D.UINT16: (D.UINT32, D.INT32, D.UINT64, D.INT64),
+    D.UINT32: (D.UINT64, D.INT64),
+    D.BFLOAT16: (D.FLOAT, D.DOUBLE),
+    D.FLOAT16: (D.FLOAT, D.DOUBLE),
+}
+# Types that only an op moving values may carry in another type (the bit patterns
+# survive, the order and the arithmetic do not).
+_BITS: dict[ir.DataType, tuple[ir.DataType, ...]] = {
+    D.BOOL: (D.UINT8, D.INT32, D.INT64),
+    D.UINT64: (D.INT64,),
+}
+_MOVES_VALUES = frozenset({
+    "Where", "Gather", "GatherElements", "GatherND", "Concat", "Slice", "Transpose",
+    "Reshape", "Expand", "Tile", "Pad", "Squeeze", "Unsqueeze", "Flatten", "Split",
+    "Identity", "Compress", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Trilu",
+    "ScatterND", "ScatterElements", "SplitToSequence", "ConcatFromSequence",
+})
+# Ops whose value-carrying types are not the node's to change.
+_SKIP = frozenset({"Cast", "CastLike", "Constant", "ConstantOfShape", "If", "Loop", "Scan",
+                   "Shape", "Size", "Optional", "OptionalGetElement", "OptionalHasElement"})
+
+
+def _type_name(dtype: ir.DataType) -> str:
+    return {D.FLOAT: "float", D.DOUBLE: "double", D.BOOL: "bool"}.get(dtype, dtype.name.lower())
+
+
+@functools.cache
+def _schema(op: str, opset: int) -> onnx.defs.OpSchema | None:
+    try:
+        return onnx.defs.get_schema(op, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _ort_runs(op: str, since: int, binding: dict[str, str]) -> bool:
+    """Whether onnxruntime's CPU build has a kernel for ``op`` (schema version
+    ``since``) with these types; float16 also counts where float32 has one (onnxruntime
+    casts such nodes itself)."""
+    for alt in (binding, {k: "float" if v == "float16" else v for k, v in binding.items()}):
+        for first, last, constraints in KERNELS.get(op, ()):
+            if first <= since <= last and all(
+                    alt[name] in constraints[name].split() for name in alt if name in constraints):
+                return True
+    return False
+
+
+def _allowed(schema: onnx.defs.OpSchema, name: str) -> set[str]:
+    for c in schema.type_constraints:
+        if c.type_param_str == name:
+            return {t.removeprefix("tensor(").removesuffix(")") for t in c.allowed_type_strs}
+    return set()
+
+
+def _params(schema: onnx.defs.OpSchema, formals: list[Any], count: int) -> list[str | None]:
+    """The type constraint name bound to each of ``count`` actual inputs (or outputs)."""
+    out: list[str | None] = []
+    for i in range(count):
+        if not formals:
+            out.append(None)
+            continue
+        formal = formals[min(i, len(formals) - 1)]
+        if i >= len(formals) and formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            out.append(None)
+            continue
+        names = {c.type_param_str for c in schema.type_constraints}
+        out.append(formal.type_str if formal.type_str in names else None)
+    return out
+
+
+def _binding(node: ir.Node, schema: onnx.defs.OpSchema) -> tuple[dict[str, ir.DataType], list[str | None], list[str | None]] | None:
+    """Each type constraint's dtype at this node, or None where a value bound to one is
+    not a tensor of known dtype."""
+    ins = _params(schema, list(schema.inputs), len(node.inputs))
+    outs = _params(schema, list(schema.outputs), len(node.outputs))
+    binding: dict[str, ir.DataType] = {}
+    for name, value in [*zip(ins, node.inputs), *zip(outs, node.outputs)]:
+        if name is None or value is None:
+            continue
+        if value.type is not None and not isinstance(value.type, ir.TensorType):
+            return None
+        if value.dtype is None:
+            continue
+        if binding.setdefault(name, value.dtype) != value.dtype:
+            return None
+    return binding, ins, outs
+
+
+def _fix(node: ir.Node, opset: int) -> dict[str, ir.DataType] | None:
+    """The type constraints to widen and the types to widen them to: {} when the node
+    runs as it is (or is not this pass's to judge), None when no widening makes it run."""
+    if node.domain or node.op_type in _SKIP:
+        return {}
+    schema = _schema(node.op_type, opset)
+    if schema is None or node.op_type not in KERNELS:
+        return {}
+    bound = _binding(node, schema)
+    if bound is None:
+        return {}
+    binding, ins, _ = bound
+    names = {k: _type_name(v) for k, v in binding.items()}
+    invalid = {k for k, v in names.items() if v not in _allowed(schema, k)}
+    if not invalid and _ort_runs(node.op_type, schema.since_version, names):
+        return {}
+
+    def options(name: str) -> tuple[ir.DataType, ...]:
+        if name not in ins:  # bound to outputs only: an attribute gives its type
+            return ()
+        opts = _WIDER.get(binding[name], ())
+        if node.op_type in _MOVES_VALUES:
+            opts = opts + _BITS.get(binding[name], ())
+        return tuple(w for w in opts if _type_name(w) in _allowed(schema, name))
+
+    widenable = [k for k in names if options(k)]
+    # The invalid constraints always, and as few of the others as will do.
+    for size in range(len(invalid), len(widenable) + 1):
+        for subset in itertools.combinations(widenable, size):
+            if not invalid <= set(subset):
+                continue
+            for wides in itertools.product(*(options(k) for k in subset)):
+                trial = dict(names, **{k: _type_name(w) for k, w in zip(subset, wides)})
+                if _ort_runs(node.op_type, schema.since_version, trial):
+                    return dict(zip(subset, wides))
+    return None
+
+
+def _rewrite_graph(graph: ir.Graph, opset: int) -> int:
+    count = 0
+    for node in list(graph):
+        choice = _fix(node, opset)
+        if not choice:
+            continue
+        schema = _schema(node.op_type, opset)
+        assert schema is not None
+        bound = _binding(node, schema)
+        assert bound is not None
+        binding, ins, outs = bound
+        new_nodes: list[ir.Node] = []
+        inputs: list[ir.Value | None] = []
+        for i, (name, value) in enumerate(zip(ins, node.inputs)):
+            if value is not None and name in choice:
+                cast = ir.Node("", "Cast", [value], [ir.AttrInt64("to", choice[name])],
+                               name=f"{node.name}/widen_{i}")
+                cast.outputs[0].dtype = choice[name]
+                cast.outputs[0].shape = value.shape
+                new_nodes.append(cast)
+                value = cast.outputs[0]
+            inputs.append(value)
+        wide = ir.Node("", node.op_type, inputs, list(node.attributes.values()),
+                       num_outputs=len(node.outputs), name=f"{node.name}/wide")
+        new_nodes.append(wide)
+        finals: list[ir.Value] = []
+        for i, (name, out, wout) in enumerate(zip(outs, node.outputs, wide.outputs)):
+            wout.shape = out.shape
+            if name is not None and name in choice:
+                wout.dtype = choice[name]
+                back = ir.Node("", "Cast", [wout], [ir.AttrInt64("to", binding[name])],
+                               name=f"{node.name}/narrow_{i}")
+                back.outputs[0].dtype = binding[name]
+                back.outputs[0].shape = out.shape
+                new_nodes.append(back)
+                finals.append(back.outputs[0])
+            else:
+                if out.type is not None:
+                    wout.type = out.type
+                finals.append(wout)
+        ir.convenience.replace_nodes_and_values(graph, node, [node], new_nodes,
+                                                list(node.outputs), finals)
+        count += 1
+    return count
+
+
+def _opset(model: ir.Model) -> int:
+    return model.opset_imports.get("", 1)
+
+
+def apply(model: ir.Model) -> int:
+    """Rewrites the model in place (subgraphs included); returns how many nodes it
+    widened."""
+    opset = _opset(model)
+    return rewrite_all(model, lambda graph: _rewrite_graph(graph, opset))
+
+
+def unloadable(model: ir.Model) -> list[str]:
+    """``op(dtype, ...)`` for each kind of node onnxruntime's CPU build has no kernel for,
+    after :func:`apply` (sorted, each once)."""
+    opset = _opset(model)
+    found: set[str] = set()
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        if _fix(node, opset) is None:
+            schema = _schema(node.op_type, opset)
+            assert schema is not None
+            bound = _binding(node, schema)
+            types = ", ".join(f"{k}={_type_name(v)}" for k, v in (bound[0] if bound else {}).items())
+            found.add(f"{node.op_type}({types})")
+    return sorted(found)

@@ -1,0 +1,168 @@
+"""passes/ort_cpu_types.py: a node in a dtype onnxruntime's CPU build has no kernel for
+(or that ONNX's schema does not allow for the op) is computed in a wider type, and the
+file loads and matches eager. benchmarks/dtype_sweep.py runs every OpInfo entry in these
+dtypes; this file keeps the ops real models meet."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+import torch
+
+import pt2onnx
+from pt2onnx.passes import ort_cpu_types
+from pt2onnx.passes._ort_cpu_kernels import KERNELS
+
+INTS = (torch.int8, torch.int16, torch.uint8)
+
+
+def _installed_kernels() -> set[tuple[str, int, int, str, str]]:
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    out = set()
+    for k in C.get_all_opkernel_def():
+        if k.provider != "CPUExecutionProvider" or k.domain:
+            continue
+        start, end = k.version_range
+        for name, types in k.type_constraints.items():
+            for t in types:
+                out.add((k.op_name, start, min(end, 10_000), name,
+                         t.removeprefix("tensor(").removesuffix(")")))
+    return out
+
+
+def test_the_table_claims_no_kernel_the_installed_onnxruntime_lacks() -> None:
+    """The table may lag a newer onnxruntime (it then widens a node that would have
+    run), never claim a kernel that is not there."""
+    installed = _installed_kernels()
+    claimed = {(op, first, last, name, t) for op, entries in KERNELS.items()
+               for first, last, constraints in entries
+               for name, types in constraints.items() for t in types.split()}
+    missing = sorted(claimed - installed)
+    assert not missing, (
+        f"{len(missing)} kernels in passes/_ort_cpu_kernels.py are not in this onnxruntime, "
+        f"for example {missing[:5]}. Next step: python tools/gen_ort_cpu_kernels.py > "
+        "src/pt2onnx/passes/_ort_cpu_kernels.py with the oldest supported onnxruntime")
+
+
+def _check(fn, *args: torch.Tensor, atol: float = 0.0) -> ir.Model:  # type: ignore[no-untyped-def]
+    class M(torch.nn.Module):
+        def forward(self, *xs: torch.Tensor):  # type: ignore[no-untyped-def]
+            return fn(*xs)
+
+    with torch.no_grad():
+        expected = M()(*args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no "will not load" warning
+        warnings.filterwarnings("ignore", message=".*(TypedStorage|deprecated).*")
+        prog = pt2onnx.export(M(), args)
+    assert not ort_cpu_types.unloadable(prog.model)
+    onnx.checker.check_model(prog.model_proto, full_check=True)
+    actual = prog.run(*args)
+    exp = expected if isinstance(expected, tuple) else (expected,)
+    for e, a in zip(exp, actual, strict=True):
+        assert tuple(e.shape) == tuple(a.shape)
+        e = e.float().numpy() if e.dtype == torch.bfloat16 else e.numpy()
+        a = np.asarray(a, dtype=np.float32) if e.dtype == np.float32 and a.dtype != e.dtype else a
+        if atol:
+            np.testing.assert_allclose(a, e, atol=atol, rtol=2e-2)
+        else:
+            np.testing.assert_array_equal(a, e)
+    return prog.model
+
+
+def _ints(dtype: torch.dtype, *shape: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    info = torch.iinfo(dtype)
+    return torch.randint(info.min, info.max + 1, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: str(d).removeprefix("torch."))
+def test_narrow_integer_arithmetic_wraps_as_eager(dtype: torch.dtype) -> None:
+    """Sums, products and differences overflow the narrow type on these values: the wider
+    computation cast back keeps the low bits, as eager's does."""
+    x, y = _ints(dtype, 4, 6), _ints(dtype, 4, 6)
+    _check(lambda a, b: (a.sum(-1, dtype=dtype), a.cumsum(0), a * b, a - b,
+                         torch.maximum(a, b), torch.clamp(a, min=-3, max=90), a.relu()),
+           x, y)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: str(d).removeprefix("torch."))
+def test_narrow_integer_order_and_selection(dtype: torch.dtype) -> None:
+    x = _ints(dtype, 5, 7)
+    mask = x > 0
+    _check(lambda a, m: (torch.where(m, a, a.flip(0)), a.amax(1), a.amin(0),
+                         a.argmax(-1), a.abs(), a.neg(), torch.topk(a.to(torch.int32), 2).values,
+                         a.sort(dim=-1, stable=True).values, a.max(0).values, a == a.flip(1),
+                         a.index_select(0, torch.tensor([4, 0]))), x, mask)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: str(d).removeprefix("torch."))
+def test_narrow_integer_bitwise(dtype: torch.dtype) -> None:
+    x, y = _ints(dtype, 3, 5), _ints(dtype, 3, 5)
+    _check(lambda a, b: (a & b, a | b, a ^ b, ~a), x, y)
+
+
+def test_sam_int16_sum_loads() -> None:
+    """SAM's multimask decoder counts mask pixels with ``sum(dtype=torch.int16)``: ONNX's
+    ReduceSum has no int16 (the file would not load anywhere)."""
+    masks = torch.randn(1, 3, 16, 16) > 0
+    _check(lambda m: m.flatten(-2).sum(-1, dtype=torch.int16), masks)
+
+
+def test_bool_and_uint16_selection() -> None:
+    m = torch.rand(4, 5) > 0.5
+    a, b = torch.rand(4, 5) > 0.3, torch.rand(4, 5) > 0.6
+    _check(lambda c, x, y: torch.where(c, x, y), m, a, b)
+    u = torch.arange(20, dtype=torch.int32).reshape(4, 5).to(torch.uint16)
+    _check(lambda c, x: torch.where(c, x, x.flip(0)), m, u)
+
+
+def test_bfloat16_layers_load_and_match() -> None:
+    """A bfloat16 block: onnxruntime's CPU build has almost no bfloat16 kernels, so each
+    op computes in float32 and rounds back."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 8).to(torch.bfloat16)
+    norm = torch.nn.LayerNorm(8).to(torch.bfloat16)
+    x = torch.randn(2, 3, 8).to(torch.bfloat16)
+    model = _check(lambda t: (norm(torch.relu(lin(t)) + t).softmax(-1), t.sum(1), t.amax(-1)),
+                   x, atol=2e-2)
+    assert any(n.op_type == "Cast" for n in model.graph)
+
+
+def test_a_node_no_widening_fixes_is_named() -> None:
+    """BitShift is unsigned-only in ONNX, and an int8 one has no type to widen to."""
+    x = ir.Value(name="x", type=ir.TensorType(ir.DataType.INT8), shape=ir.Shape([3]))
+    node = ir.Node("", "BitShift", [x, x], [ir.AttrString("direction", "LEFT")])
+    node.outputs[0].dtype = ir.DataType.INT8
+    graph = ir.Graph([x], node.outputs, nodes=[node], opset_imports={"": 21})
+    model = ir.Model(graph, ir_version=10)
+    assert ort_cpu_types.apply(model) == 0
+    assert ort_cpu_types.unloadable(model) == ["BitShift(T=int8)"]
+
+
+def test_float16_is_left_to_onnxruntime() -> None:
+    """onnxruntime casts a float16 node with only a float32 kernel itself, and other
+    runtimes have float16 kernels: no Cast is added."""
+    x = torch.randn(3, 4).to(torch.float16)
+    prog = pt2onnx.export(torch.nn.ReLU(), (x,))
+    assert [n.op_type for n in prog.model.graph] == ["Relu"]
+
+
+def test_a_bfloat16_model_runs_and_verifies() -> None:
+    """run() and verify() feed and return bfloat16 through float32 at the session's
+    boundary (onnxruntime's Python API has no bfloat16 arrays); the file keeps bfloat16."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.GELU()).to(torch.bfloat16)
+    x = torch.randn(3, 8).to(torch.bfloat16)
+    prog = pt2onnx.export(model, (x,), verify=True)
+    assert prog.model.graph.inputs[0].dtype == ir.DataType.BFLOAT16
+    assert prog.model.graph.outputs[0].dtype == ir.DataType.BFLOAT16
+    out = prog.run(x)[0]
+    assert out.dtype.name == "bfloat16"
+    np.testing.assert_allclose(out.astype(np.float32), model(x).float().detach().numpy(),
+                               atol=2e-2, rtol=2e-2)
