@@ -87,7 +87,7 @@ def test_narrow_integer_arithmetic_wraps_as_eager(dtype: torch.dtype) -> None:
     computation cast back keeps the low bits, as eager's does."""
     x, y = _ints(dtype, 4, 6), _ints(dtype, 4, 6)
     _check(lambda a, b: (a.sum(-1, dtype=dtype), a.cumsum(0), a * b, a - b,
-                         torch.maximum(a, b), torch.clamp(a, min=-3, max=90), a.relu()),
+                         a.prod(1, dtype=dtype), torch.maximum(a, b), torch.clamp(a, min=-3, max=90), a.relu()),
            x, y)
 
 

@@ -45,6 +45,8 @@ XFAILS: dict[str, list[str]] = {
 
 # How exact a rule is, where it is an approximation or has a cost worth knowing.
 NOTES: dict[str, str] = {
+    "aten::prod.default": "integers: a tree of Mul (an ONNX Loop over a dynamic length), which wraps on overflow as eager does; onnxruntime's integer ReduceProd saturates",
+    "aten::prod.dim_int": "integers: a tree of Mul (an ONNX Loop over a dynamic length), which wraps on overflow as eager does; onnxruntime's integer ReduceProd saturates",
     "aten::erfc.default": "float64 inside: 1 - erf near 0, a Chebyshev fit elsewhere; relative error < 2e-7",
     "aten::special_erfcx.default": "float64 Chebyshev fit; relative error < 2e-7",
     "aten::erfinv.default": "Giles' approximation in float64; relative error < 2e-7 (float32 inputs)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import partial
 from typing import Any
 
@@ -71,13 +72,82 @@ def mean_all(g: RuleContext, x: ir.Value, *, dtype: Any = None) -> ir.Value:
 def prod_dim(g: RuleContext, x: ir.Value, dim: int, keepdim: bool = False,
              *, dtype: Any = None) -> ir.Value:
     """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"""
+    if not is_float(g.dtype) and rank(x) > 0:
+        return _wrapping_prod(g, _acc_input(g, x, dtype), dim, keepdim)
     return _sum_like("ReduceProd", g, x, [dim], keepdim)
 
 
 @translation(aten.prod.default)
 def prod_all(g: RuleContext, x: ir.Value, *, dtype: Any = None) -> ir.Value:
     """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
+    if not is_float(g.dtype) and rank(x) > 0:
+        return _wrapping_prod(g, _acc_input(g, x, dtype), None, False)
     return _sum_like("ReduceProd", g, x, None, False)
+
+
+def _halve(g: RuleContext, v: ir.Value, r: int, length: int | None) -> ir.Value:
+    """The products of neighbouring pairs along the last axis of ``v`` (rank ``r``; an
+    odd length gets a 1 appended first): the length halves, rounding up."""
+    if length is None or length % 2:
+        if length is None:
+            odd = g.op.Mod(g.op.Shape(v, start=-1), g.const([2]))
+        else:
+            odd = g.const([1])
+        pads = g.op.Concat(g.const([0] * r), g.const([0] * (r - 1)), odd, axis=0)
+        v = g.op.Pad(v, pads, g.const(1, g.dtype))
+    # No -1 in the shape: an empty batch leaves it undefined.
+    half = g.op.Div(g.op.Shape(v, start=-1), g.const([2]))
+    pairs = g.op.Reshape(v, g.op.Concat(g.op.Shape(v, end=-1), half, g.const([2]), axis=0))
+    return g.op.Mul(g.op.Gather(pairs, g.const(0), axis=-1),
+                    g.op.Gather(pairs, g.const(1), axis=-1))
+
+
+def _wrapping_prod(g: RuleContext, x: ir.Value, dim: int | None, keepdim: bool) -> ir.Value:
+    """An integer product as torch computes it, wrapping on overflow. onnxruntime's
+    integer ReduceProd saturates instead (int32 and int64, 1.31 and 1.32), so the
+    product is a tree of Muls: pairs along the axis, halving it each step (unrolled for a
+    static length, an ONNX Loop for a dynamic one). A 1 is appended first, so an empty
+    axis gives 1."""
+    from pt2onnx.rules.polynomials import loop
+
+    r = rank(x)
+    if dim is None:
+        v, d = g.op.Reshape(x, g.const([-1])), 0
+        r = 1
+    else:
+        d = normalize_dim(dim, r)
+        perm = [a for a in range(r) if a != d] + [d]
+        v = g.op.Transpose(x, perm=perm) if d != r - 1 else x
+    shape = x.shape
+    n = (None if dim is not None and (shape is None or not isinstance(shape[d], int))
+         else shape[d] if dim is not None else (
+             math.prod(shape) if shape is not None and all(isinstance(s, int) for s in shape)
+             else None))
+    ones = g.op.Expand(g.const(1, g.dtype), g.op.Concat(g.op.Shape(v, end=-1), g.const([1]),
+                                                       axis=0))
+    v = g.op.Concat(v, ones, axis=-1)
+    v.dtype = g.dtype
+    if n is not None:
+        length = n + 1
+        while length > 1:
+            v = _halve(g, v, r, length)
+            length = (length + 1) // 2
+    else:
+        size = g.op.Cast(g.op.Shape(v, start=-1), to=ir.DataType.DOUBLE)
+        steps = g.op.Ceil(g.op.Div(g.op.Log(size), g.const(math.log(2.0), ir.DataType.DOUBLE)))
+        trips = g.op.Add(g.op.Reshape(g.op.Cast(steps, to=ir.DataType.INT64), g.const([])),
+                         g.const(1))
+
+        def body(g: RuleContext, it: ir.Value, states: list[ir.Value]) -> tuple[Any, list[Any]]:
+            halved = _halve(g, states[0], r, None)
+            halved.dtype = states[0].dtype
+            return g.const(True), [halved]
+
+        v = loop(g, g.const(True), [v], body, max_trips=trips)[0]
+    out = g.op.Squeeze(v, g.const([-1]))
+    if dim is None or not keepdim:
+        return out
+    return g.op.Unsqueeze(out, g.const([d]))
 
 
 def _minmax(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None,
