@@ -118,11 +118,10 @@ def _wrapping_prod(g: RuleContext, x: ir.Value, dim: int | None, keepdim: bool) 
         d = normalize_dim(dim, r)
         perm = [a for a in range(r) if a != d] + [d]
         v = g.op.Transpose(x, perm=perm) if d != r - 1 else x
-    shape = x.shape
-    n = (None if dim is not None and (shape is None or not isinstance(shape[d], int))
-         else shape[d] if dim is not None else (
-             math.prod(shape) if shape is not None and all(isinstance(s, int) for s in shape)
-             else None))
+    dims = list(x.shape) if x.shape is not None else None
+    reduced = dims if dims is None or dim is None else [dims[d]]
+    known = [s for s in reduced or [] if isinstance(s, int)]
+    n = math.prod(known) if reduced is not None and len(known) == len(reduced) else None
     ones = g.op.Expand(g.const(1, g.dtype), g.op.Concat(g.op.Shape(v, end=-1), g.const([1]),
                                                        axis=0))
     v = g.op.Concat(v, ones, axis=-1)
@@ -140,7 +139,8 @@ def _wrapping_prod(g: RuleContext, x: ir.Value, dim: int | None, keepdim: bool) 
 
         def body(g: RuleContext, it: ir.Value, states: list[ir.Value]) -> tuple[Any, list[Any]]:
             halved = _halve(g, states[0], r, None)
-            halved.dtype = states[0].dtype
+            if states[0].dtype is not None:
+                halved.dtype = states[0].dtype
             return g.const(True), [halved]
 
         v = loop(g, g.const(True), [v], body, max_trips=trips)[0]
