@@ -253,7 +253,9 @@ def _any_all(onnx_op: str, g: RuleContext, x: ir.Value, dim: Any = None,
     as_int.shape = x.shape
     # > 0, not a cast: onnxruntime reduces an empty tensor to INT32_MIN (ReduceMax),
     # which any() must read as False, and to INT32_MAX (ReduceMin), all()'s True.
-    return g.op.Greater(reduce(g, onnx_op, as_int, dim, keepdim), g.const(0, ir.DataType.INT32))
+    found = g.op.Greater(reduce(g, onnx_op, as_int, dim, keepdim), g.const(0, ir.DataType.INT32))
+    # torch gives uint8 for a uint8 input (0 / 1), bool otherwise.
+    return g.cast(found, g.dtype) if g.dtype == ir.DataType.UINT8 else found
 
 
 for _op in (aten.any.default, aten.any.dim, aten.any.dims):
