@@ -45,6 +45,14 @@ XFAILS: dict[str, list[str]] = {
 
 # How exact a rule is, where it is an approximation or has a cost worth knowing.
 NOTES: dict[str, str] = {
+    "aten::upsample_bilinear2d.vec": "integer (uint8) images: one axis at a time in float32, rounded and clamped in between as torch's fixed-point kernel does; within 1 of eager (a few percent of pixels)",
+    "aten::upsample_bilinear2d.default": "integer (uint8) images: one axis at a time in float32, rounded and clamped in between as torch's fixed-point kernel does; within 1 of eager (a few percent of pixels)",
+    "aten::upsample_bicubic2d.vec": "integer (uint8) images: one axis at a time in float32, rounded and clamped in between as torch's fixed-point kernel does; within 1 of eager (a few percent of pixels)",
+    "aten::upsample_bicubic2d.default": "integer (uint8) images: one axis at a time in float32, rounded and clamped in between as torch's fixed-point kernel does; within 1 of eager (a few percent of pixels)",
+    "aten::_upsample_bilinear2d_aa.default": "integer (uint8) images: one axis at a time in float32, rounded and clamped in between as torch's fixed-point kernel does; within 1 of eager (a few percent of pixels)",
+    "aten::_upsample_bilinear2d_aa.vec": "integer (uint8) images: one axis at a time in float32, rounded and clamped in between as torch's fixed-point kernel does; within 1 of eager (a few percent of pixels)",
+    "aten::_upsample_bicubic2d_aa.default": "integer (uint8) images: one axis at a time in float32, rounded and clamped in between as torch's fixed-point kernel does; within 1 of eager (a few percent of pixels)",
+    "aten::_upsample_bicubic2d_aa.vec": "integer (uint8) images: one axis at a time in float32, rounded and clamped in between as torch's fixed-point kernel does; within 1 of eager (a few percent of pixels)",
     "aten::prod.default": "integers: a tree of Mul (an ONNX Loop over a dynamic length), which wraps on overflow as eager does; onnxruntime's integer ReduceProd saturates",
     "aten::prod.dim_int": "integers: a tree of Mul (an ONNX Loop over a dynamic length), which wraps on overflow as eager does; onnxruntime's integer ReduceProd saturates",
     "aten::erfc.default": "float64 inside: 1 - erf near 0, a Chebyshev fit elsewhere; relative error < 2e-7",

@@ -99,6 +99,12 @@ def _schema(op: str, opset: int) -> onnx.defs.OpSchema | None:
         return None
 
 
+def _is_function(schema: onnx.defs.OpSchema) -> bool:
+    """Whether ONNX defines ``schema``'s op as a function of other ops."""
+    return bool(getattr(schema, "has_function", False)
+                or getattr(schema, "has_context_dependent_function", False))
+
+
 def _ort_runs(op: str, since: int, binding: dict[str, str]) -> bool:
     """Whether onnxruntime's CPU build has a kernel for ``op`` (schema version
     ``since``) with these types; float16 also counts where float32 has one (onnxruntime
@@ -228,8 +234,7 @@ def _fix(node: ir.Node, opset: int, dtype_of: _Types) -> dict[str, ir.DataType] 
     if node.domain or node.op_type in _SKIP:
         return {}
     schema = _schema(node.op_type, opset)
-    if schema is None or (node.op_type not in KERNELS and not schema.has_function
-                          and not schema.has_context_dependent_function):
+    if schema is None or (node.op_type not in KERNELS and not _is_function(schema)):
         return {}
     bound = _binding(node, schema, dtype_of)
     if bound is None:

@@ -266,8 +266,58 @@ def adaptive_avg_pool1d(g: RuleContext, x: ir.Value, output_size: Any) -> ir.Val
 # -- resampling ---------------------------------------------------------------
 
 
+def _in_float(g: RuleContext, x: ir.Value, compute: Any) -> ir.Value:
+    """``compute(x)`` for a float ``x``; an integer image (uint8) is resampled in float32,
+    then rounded and clamped to its dtype's range, as torch's integer kernels round (torch
+    rounds in fixed point: within 1 of eager, where ONNX's integer Resize and a MatMul
+    in uint8 were not)."""
+    dtype = x.dtype if x.dtype is not None else g.dtype
+    if dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
+                 ir.DataType.BFLOAT16, None):
+        return compute(x)
+    info = torch.iinfo(torch_dtype(dtype))
+    y = g.op.Round(compute(g.cast(x, ir.DataType.FLOAT)))
+    y = g.op.Clip(y, g.const(float(info.min), ir.DataType.FLOAT),
+                  g.const(float(info.max), ir.DataType.FLOAT))
+    return g.cast(y, dtype)
+
+
 def _resize(g: RuleContext, x: ir.Value, mode: str, align_corners: bool | None,
             scale_factors: Any, n: int, output_size: Any = None) -> ir.Value:
+    dtype = x.dtype if x.dtype is not None else g.dtype
+    if mode == "nearest" or dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE,
+                                      ir.DataType.FLOAT16, ir.DataType.BFLOAT16, None):
+        return _resize_float(g, x, mode, align_corners, scale_factors, n, output_size)
+    # An integer image: torch resamples one axis at a time from the last, rounding to the
+    # dtype in between (a bicubic overshoot is clamped before the next axis).
+    sizes = _target_shape(g, x, scale_factors, n, output_size)
+    y = x
+    for axis in range(n - 1, -1, -1):
+        keep = g.op.Shape(y)
+        target = g.op.Concat(g.op.Slice(keep, g.const([0]), g.const([2 + axis])),
+                             g.op.Slice(sizes, g.const([2 + axis]), g.const([3 + axis])),
+                             g.op.Slice(keep, g.const([3 + axis]), g.const([2 + n])), axis=0)
+        y = _in_float(g, y, lambda yf, target=target, axis=axis: _resize_to(
+            g, yf, mode, align_corners, scale_factors, n, axis, target))
+    return y
+
+
+def _resize_to(g: RuleContext, x: ir.Value, mode: str, align_corners: bool | None,
+               scale_factors: Any, n: int, axis: int, sizes: ir.Value) -> ir.Value:
+    """One axis of an integer image's resampling (the others keep their sizes)."""
+    attrs: dict[str, Any] = {"mode": mode, "coordinate_transformation_mode":
+                             "align_corners" if align_corners else "half_pixel"}
+    if mode == "cubic":
+        attrs["cubic_coeff_a"] = -0.75
+    if scale_factors is not None and not align_corners:
+        scales = [1.0] * (2 + n)
+        scales[2 + axis] = float(_expand_param(scale_factors, n)[axis])
+        return g.op.Resize(x, None, g.const(scales, ir.DataType.FLOAT), **attrs)
+    return g.op.Resize(x, None, None, sizes, **attrs)
+
+
+def _resize_float(g: RuleContext, x: ir.Value, mode: str, align_corners: bool | None,
+                  scale_factors: Any, n: int, output_size: Any = None) -> ir.Value:
     attrs: dict[str, Any] = {"mode": mode}
     if mode == "nearest":
         attrs["coordinate_transformation_mode"] = "asymmetric"
@@ -280,12 +330,20 @@ def _resize(g: RuleContext, x: ir.Value, mode: str, align_corners: bool | None,
         attrs["coordinate_transformation_mode"] = "half_pixel"
     if mode == "cubic":
         attrs["cubic_coeff_a"] = -0.75
-    static = g.static_shape()
     if scale_factors is not None and not align_corners:
         scales = [1.0, 1.0] + [float(s) for s in _expand_param(scale_factors, n)]
         return g.op.Resize(x, None, g.const(scales, ir.DataType.FLOAT), **attrs)
+    return g.op.Resize(x, None, None, _target_shape(g, x, scale_factors, n, output_size),
+                       **attrs)
+
+
+def _target_shape(g: RuleContext, x: ir.Value, scale_factors: Any, n: int,
+                  output_size: Any) -> ir.Value:
+    """The resampled shape, a 1-D int64 value: static where known, else the batch and
+    channel dims of x and the spatial sizes torch computes."""
+    static = g.static_shape()
     if static is not None:
-        return g.op.Resize(x, None, None, g.const(list(static)), **attrs)
+        return g.const(list(static))
     # A dynamic batch or channel dim: keep those from x and compute the spatial sizes.
     in_shape = g.op.Shape(x)
     lead = g.op.Slice(in_shape, g.const([0]), g.const([2]))
@@ -297,7 +355,7 @@ def _resize(g: RuleContext, x: ir.Value, mode: str, align_corners: bool | None,
         in_spatial = g.cast(g.op.Slice(in_shape, g.const([2]), g.const([2 + n])),
                             ir.DataType.DOUBLE)
         spatial = g.cast(g.op.Floor(g.op.Mul(in_spatial, factors)), ir.DataType.INT64)
-    return g.op.Resize(x, None, None, g.op.Concat(lead, spatial, axis=0), **attrs)
+    return g.op.Concat(lead, spatial, axis=0)
 
 
 def _upsample(mode: str, n: int, align: bool):  # type: ignore[no-untyped-def]
@@ -395,11 +453,18 @@ def _upsample_aa(mode: str):  # type: ignore[no-untyped-def]
             else list(scales)
         factors = factors if len(factors) == 2 and all(f is not None for f in factors) \
             else [None, None]
-        dtype = x.dtype if x.dtype is not None else ir.DataType.FLOAT
         wh = _aa_weights(mode, dims[-2], out[-2], bool(align_corners), factors[0])
         ww = _aa_weights(mode, dims[-1], out[-1], bool(align_corners), factors[1])
-        y = g.op.MatMul(x, g.const(torch.tensor(ww.T), dtype))
-        return g.op.MatMul(g.const(torch.tensor(wh), dtype), y)
+
+        dtype = x.dtype if x.dtype is not None else g.dtype
+        if dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
+                     ir.DataType.BFLOAT16):
+            y = g.op.MatMul(x, g.const(torch.tensor(ww.T), dtype))
+            return g.op.MatMul(g.const(torch.tensor(wh), dtype), y)
+        # An integer image: torch filters the rows, rounds to the dtype, then the columns.
+        f32 = ir.DataType.FLOAT
+        y = _in_float(g, x, lambda xf: g.op.MatMul(xf, g.const(torch.tensor(ww.T), f32)))
+        return _in_float(g, y, lambda yf: g.op.MatMul(g.const(torch.tensor(wh), f32), yf))
 
     rule.__doc__ = f"antialiased {mode} interpolation as torch computes it (static sizes)"
     return rule
