@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import onnx
 import pytest
 import torch
@@ -223,3 +225,23 @@ def test_forward_with_var_positional_args(tmp_path, model, how):
     assert dims == ["b", 3]
     for b in (1, 4):
         assert prog.verify(torch.randn(b, 3), torch.randn(2)).ok
+
+
+class _Running(torch.nn.Module):
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        y = x[:, :-2]
+        return (torch.cumprod(y, 1), torch.cummax(y, 1).values, torch.cummin(y, 0).indices,
+                torch.logcumsumexp(y, 1))
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (3, 3), (3, 2), (3, 1), (0, 5), (1, 1)])
+def test_running_reductions_over_a_dim_that_is_empty_at_run_time(shape) -> None:  # type: ignore[no-untyped-def]
+    """cumprod / cummax / cummin / logcumsumexp are ONNX Scans, which onnxruntime rejects
+    over a zero-length axis (and dies on with a zero dim elsewhere): a dynamic dim that
+    is 0 at run time takes an If around the Scan (fuzz seed 2612, program 7267)."""
+    x = torch.randn(3, 7)
+    spec = ({0: torch.export.Dim("b", min=0), 1: torch.export.Dim("n", min=1)},)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(_Running(), (x,), dynamic_shapes=spec)
+    assert prog.verify(torch.randn(*shape)).ok

@@ -35,6 +35,33 @@ def _running(g: RuleContext, x: ir.Value, axis: int, init: list[ir.Value],
         # An empty result. onnxruntime's Scan rejects a zero-length scan axis, and
         # dies (SIGFPE) scanning a state with a 0 dim (found by the fuzzer).
         return tuple(g.op.Cast(x, to=v.dtype) for v in init)
+    if all(isinstance(d, int) for d in x.shape):
+        return _scan(g, x, axis, init, step)
+    # A dynamic dim may be 0 at run time: the same empty result under an If, around a
+    # Scan onnxruntime would reject (or die in).
+    empty = g.op.Equal(g.op.Size(x), g.const(0))
+    with g.scope() as then_nodes:
+        then_outs = [g.op.Cast(x, to=v.dtype) for v in init]
+    with g.scope() as else_nodes:
+        else_outs = list(_scan(g, x, axis, init, step))
+    for nodes in (then_nodes, else_nodes):
+        for node in nodes:
+            for out in node.outputs:
+                if out.name is None:
+                    out.name = _formal(g, "cumulative", x.dtype).name
+    outs = g.op.If(empty, then_branch=g.subgraph("cumulative_empty", [], then_outs, then_nodes),
+                   else_branch=g.subgraph("cumulative_scan", [], else_outs, else_nodes),
+                   _outputs=len(init))
+    outs = (outs,) if isinstance(outs, ir.Value) else tuple(outs)
+    for out, v in zip(outs, init):
+        out.dtype = v.dtype
+    return outs
+
+
+def _scan(g: RuleContext, x: ir.Value, axis: int, init: list[ir.Value],
+          step: Step) -> tuple[ir.Value, ...]:
+    """The Scan itself, over an ``x`` with no zero dim."""
+    assert x.dtype is not None
     n = g.op.Squeeze(g.op.Shape(x, start=axis, end=axis + 1), g.const([0]))
     steps = g.op.Range(g.const(0), n, g.const(1))
     with g.scope() as body_nodes:
@@ -50,6 +77,8 @@ def _running(g: RuleContext, x: ir.Value, axis: int, init: list[ir.Value],
     k = len(init)
     outs = g.op.Scan(*init, x, steps, body=body, num_scan_inputs=2,
                      scan_input_axes=[axis, 0], scan_output_axes=[axis] * k, _outputs=2 * k)
+    for out, v in zip(outs[k:], init):
+        out.dtype = v.dtype
     return outs[k:]
 
 
