@@ -195,3 +195,17 @@ def test_uint8_images_resample_within_one_of_eager(kw) -> None:  # type: ignore[
     diff = np.abs(out.astype(np.int64) - expected.astype(np.int64))
     assert diff.max() <= 1, diff.max()
     assert (diff > 0).mean() < 0.1
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int32])
+def test_scatter_amax_without_self_starts_at_the_lowest_value(dtype: torch.dtype) -> None:
+    """``scatter_reduce(..., "amax", include_self=False)`` starts each written position
+    at the dtype's lowest value: it started at -max, which is 1 in uint8 and min + 1 in
+    a signed type, so a position that only receives the lowest value came out wrong."""
+    low = torch.iinfo(dtype).min
+    x = torch.full((4, 3), 7, dtype=dtype)
+    src = torch.full((2, 3), low, dtype=dtype)
+    index = torch.tensor([[0, 1, 2], [3, 3, 0]])
+    _check(lambda a, i, s: (a.scatter_reduce(0, i, s, "amax", include_self=False),
+                            a.scatter_reduce(0, i, -s - 1 if dtype != torch.uint8 else s + 200,
+                                             "amin", include_self=False)), x, index, src)

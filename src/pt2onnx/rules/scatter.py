@@ -89,9 +89,11 @@ def _identity(reduce: str, dtype: ir.DataType) -> Any:
     if reduce == "prod":
         return 1
     t = torch_dtype(dtype)
-    info = torch.finfo(t) if t.is_floating_point else torch.iinfo(t)
-    big = float("inf") if t.is_floating_point else info.max
-    return -big if reduce == "amax" else big
+    if t.is_floating_point:
+        return float("-inf") if reduce == "amax" else float("inf")
+    # The type's own extremes (-max would be min + 1 for a signed type, 1 for uint8).
+    info = torch.iinfo(t)
+    return info.min if reduce == "amax" else info.max
 
 
 def _scatter_reduce(g: RuleContext, x: ir.Value, dim: int, index: ir.Value, src: ir.Value,

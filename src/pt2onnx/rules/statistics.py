@@ -138,6 +138,9 @@ def mode(g: RuleContext, x: ir.Value, dim: int = -1,
     """mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)"""
     if rank(x) == 0:
         return g.op.Identity(x), g.const(0)
+    if x.dtype == ir.DataType.BOOL:  # False < True: as uint8, then back
+        value, index = mode(g, g.cast(x, ir.DataType.UINT8), dim, keepdim)
+        return g.op.Cast(value, to=ir.DataType.BOOL), index
     r = rank(x)
     axis = normalize_dim(dim, r)
     # counts[i] = #{j : x[j] == x[i]} from an (.., n, n) comparison along the axis.
