@@ -48,7 +48,7 @@ def _meta_model(layers: int) -> Any:
 def write_weights(path: Path, layers: int) -> int:
     import torch
 
-    from pt2onnx._weights import write_safetensors
+    from pt2onnx.save._weights import write_safetensors
 
     state = _meta_model(layers).state_dict()
     gen = torch.Generator().manual_seed(0)

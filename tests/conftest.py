@@ -21,7 +21,7 @@ def _eager(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> 
 
     import torch.utils._pytree as pytree
 
-    from pt2onnx._containers import register_output_containers
+    from pt2onnx.frontends._containers import register_output_containers
 
     register_output_containers()  # a transformers cache flattens to its tensors, as after
     if isinstance(model, torch.export.ExportedProgram):

@@ -34,7 +34,7 @@ def _without_their_rules(monkeypatch):
     # dist) are still whole; a static recording sees them already split by torch's
     # dispatcher, so these tests capture with torch.export (as every dynamic export does).
     monkeypatch.setenv("PT2ONNX_CAPTURE", "export")
-    from pt2onnx._registry import REGISTRY, op_name
+    from pt2onnx.translate._registry import REGISTRY, op_name
 
     lookup = REGISTRY.lookup
 

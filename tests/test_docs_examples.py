@@ -13,7 +13,7 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 @pytest.mark.parametrize("page", ["extending.md", "migration.md"])
 def test_python_blocks_run(page, capsys):
-    from pt2onnx._registry import REGISTRY
+    from pt2onnx.translate._registry import REGISTRY
 
     text = (DOCS / page).read_text()
     blocks = BLOCK.findall(text)

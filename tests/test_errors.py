@@ -116,7 +116,7 @@ def test_capture_failure_reports_every_attempt(tmp_path, monkeypatch):
     def no_trace(*args, **kwargs):
         raise RuntimeError("trace refused")
 
-    monkeypatch.setattr(pt2onnx._capture, "trace", no_trace)
+    monkeypatch.setattr(pt2onnx.capture._capture, "trace", no_trace)
     with pytest.raises(pt2onnx.CaptureError) as info:
         pt2onnx.export(_DataDependent(), (torch.randn(3),), tmp_path / "m.onnx")
     message = str(info.value)

@@ -11,7 +11,7 @@ from torch.export import Dim
 
 import pt2onnx
 from conftest import export_dynamic_and_verify
-from pt2onnx._guards_hold import guards_hold
+from pt2onnx.capture._guards_hold import guards_hold
 
 
 class _ChunkOne(torch.nn.Module):

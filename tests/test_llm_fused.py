@@ -143,6 +143,13 @@ def test_fused_family_generates_transformers_greedy_tokens(name, tmp_path):
     assert not [w for w in result.warnings if "not fused" in w], result.warnings
     proto, _ = _ops(result.model_path)
     assert len(_gqa_nodes(proto)) == LAYERS
+    # The value goes in as projected, not split into heads and merged again
+    # (passes/unsplit_heads.py; gpt2 packs q, k and v into the first input, and
+    # gpt_neox splits one packed projection into heads, which no merge undoes).
+    producers = {out: n for n in proto.graph.node for out in n.output}
+    for node in _gqa_nodes(proto) if name != "gpt_neox" else []:
+        if node.input[2]:
+            assert producers[node.input[2]].op_type != "Reshape", node.input[2]
     # Nothing else reads the past (no cache Concat): genai can share the buffers.
     cfg = json.loads((tmp_path / "onnx" / "genai_config.json").read_text())
     assert cfg["search"]["past_present_share_buffer"] is True

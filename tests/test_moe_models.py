@@ -243,8 +243,8 @@ def test_histc_integer_counts():
     import onnx_ir as ir
     import onnxruntime as ort
 
-    from pt2onnx._builder import RuleContext
     from pt2onnx.rules.statistics import histc
+    from pt2onnx.translate._builder import RuleContext
 
     for dtype, onnx_type in ((torch.int32, ir.DataType.INT32), (torch.int64, ir.DataType.INT64)):
         x = ir.Value(name="x", type=ir.TensorType(onnx_type), shape=ir.Shape(["n"]))

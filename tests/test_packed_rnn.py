@@ -286,7 +286,7 @@ pt2onnx.export(M().eval(), (torch.randn(4, 2, 5), torch.tensor([4, 2])))
 from torch._dynamo import trace_rules
 rules = trace_rules.get_torch_obj_rule_map()
 assert pack_padded_sequence in rules
-assert not any(getattr(k, "__module__", "") == "pt2onnx._packed_rnn" for k in rules)
+assert not any(getattr(k, "__module__", "") == "pt2onnx.frontends._packed_rnn" for k in rules)
 """
 
 

@@ -223,7 +223,7 @@ def test_int8_weights_stay_int8():
     x = torch.randn(2, 3, 10, 10)
     prog = _export(model, (x,))
     dtypes = {v.name: v.dtype for v in prog.model.graph.initializers.values()}
-    assert pt2onnx._builder.ir.DataType.INT8 in dtypes.values(), dtypes
+    assert pt2onnx.translate._builder.ir.DataType.INT8 in dtypes.values(), dtypes
     assert all(tuple(v.shape) != (8, 3, 3, 3) or v.dtype.name == "INT8"
                for v in prog.model.graph.initializers.values())
     np.testing.assert_allclose(prog.run(x)[0], model(x).numpy(), rtol=1e-5, atol=1e-5)

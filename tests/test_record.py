@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import pt2onnx
-from pt2onnx._capture import RECORDED, _try_record
+from pt2onnx.capture._capture import RECORDED, _try_record
 
 
 def _export(model, *inputs, **kwargs):

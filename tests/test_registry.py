@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import pt2onnx
-from pt2onnx._registry import Registry
+from pt2onnx.translate._registry import Registry
 
 aten = torch.ops.aten
 
@@ -50,7 +50,7 @@ def test_custom_translations_apply_to_one_call_only():
 
 
 def test_public_decorator_registers_and_overrides():
-    from pt2onnx._registry import REGISTRY
+    from pt2onnx.translate._registry import REGISTRY
 
     before = REGISTRY.lookup(aten.hardtanh.default, 21)
     try:

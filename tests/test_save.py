@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import pt2onnx
-from pt2onnx import _save
+from pt2onnx.save import _save
 
 
 class Mlp(nn.Module):

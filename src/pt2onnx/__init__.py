@@ -4,8 +4,6 @@
 from pt2onnx import _lazy  # noqa: F401
 from pt2onnx import rules as _rules  # noqa: F401  (registers the built-in rules)
 from pt2onnx._api import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, OnnxProgram, export
-from pt2onnx._builder import RuleContext
-from pt2onnx._registry import translation
 from pt2onnx._version import __version__
 from pt2onnx.debug import annotate, as_output, unstrip
 from pt2onnx.errors import (
@@ -21,6 +19,8 @@ from pt2onnx.errors import (
 )
 from pt2onnx.llm import export_llm
 from pt2onnx.report import ExportReport
+from pt2onnx.translate._builder import RuleContext
+from pt2onnx.translate._registry import translation
 from pt2onnx.verify import Divergence, OutputComparison, VerificationResult
 
 __all__ = [

@@ -13,21 +13,9 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx import (
-    _capture,
-    _compat,
-    _decomp,
-    _dynamic,
-    _legacy,
-    _quantized,
-    _save,
-    _size_one,
-    debug,
-    passes,
-)
+from pt2onnx import _compat, _legacy, debug, passes
 from pt2onnx._program import OnnxProgram as OnnxProgram
-from pt2onnx._registry import REGISTRY
-from pt2onnx._translate import Translator
+from pt2onnx.capture import _capture, _dynamic, _size_one
 from pt2onnx.errors import (
     CaptureError,
     ExportError,
@@ -37,7 +25,12 @@ from pt2onnx.errors import (
     UnsupportedOperatorError,
     VerificationError,
 )
+from pt2onnx.frontends import _quantized
 from pt2onnx.report import ExportReport
+from pt2onnx.save import _save
+from pt2onnx.translate import _decomp
+from pt2onnx.translate._registry import REGISTRY
+from pt2onnx.translate._translate import Translator
 
 MIN_OPSET = 17
 MAX_OPSET = 26
@@ -445,7 +438,7 @@ def _check_leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Every input leaf must be something torch.export and ONNX can represent."""
     import torch.utils._pytree as pytree
 
-    from pt2onnx._builder import exportable
+    from pt2onnx.translate._builder import exportable
 
     _capture.register_output_containers()  # a transformers cache is a container, not a leaf
     for path, leaf in pytree.tree_flatten_with_path((args, kwargs))[0]:

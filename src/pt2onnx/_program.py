@@ -13,9 +13,11 @@ import onnx
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _capture, _save, debug
+from pt2onnx import debug
+from pt2onnx.capture import _capture
 from pt2onnx.errors import ExportError, InvalidInputError
 from pt2onnx.report import ExportReport
+from pt2onnx.save import _save
 from pt2onnx.verify import (
     VerificationResult,
     compare,
@@ -226,7 +228,7 @@ class OnnxProgram:
         else:
             import copy
 
-            from pt2onnx import _resize
+            from pt2onnx.capture import _resize
 
             # Copies: eager may update the example in place (a transformers cache grows).
             example = copy.deepcopy(self._example)
@@ -258,7 +260,7 @@ class OnnxProgram:
         has another size there: the edge where size-oblivious capture is most often wrong."""
         if self._program is None or self._traced:
             return None
-        from pt2onnx import _resize, _size_one
+        from pt2onnx.capture import _resize, _size_one
 
         known = _resize.known_values(self._program, *example)
         ones = {s: 1 for s, v in known.items()

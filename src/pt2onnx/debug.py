@@ -22,22 +22,13 @@ import torch
 import torch.fx.traceback as fx_traceback
 
 from pt2onnx.errors import InvalidInputError
+from pt2onnx.frontends._as_output import as_output_op
 
 ANNOTATE_KEY = "pt2onnx.annotate"
 STRIPPED_KEY = "pt2onnx.stripped"
 # Initializers with at least this many elements are stripped (float dtypes only:
 # integer tensors are usually indices or shapes that a repro needs exactly).
 STRIP_MIN_ELEMENTS = 1024
-
-
-@torch.library.custom_op("pt2onnx::as_output", mutates_args=())
-def _as_output_op(x: torch.Tensor, name: str) -> torch.Tensor:
-    return x.clone()
-
-
-@_as_output_op.register_fake
-def _(x: torch.Tensor, name: str) -> torch.Tensor:
-    return torch.empty_like(x)
 
 
 def as_output(tensor: torch.Tensor, name: str) -> torch.Tensor:
@@ -63,7 +54,7 @@ def as_output(tensor: torch.Tensor, name: str) -> torch.Tensor:
             f"as_output({name!r}) got a {type(tensor).__name__}; only tensors can become "
             "ONNX outputs."
         )
-    return _as_output_op(tensor, name)
+    return as_output_op(tensor, name)
 
 
 @contextlib.contextmanager
@@ -101,7 +92,7 @@ def save_testcase(
     """Writes ``model.onnx`` and ``test_data_set_0/{input,output}_N.pb`` under directory."""
     from onnx import numpy_helper
 
-    from pt2onnx import _save
+    from pt2onnx.save import _save
 
     root = Path(directory)
     if root.exists() and not root.is_dir():
@@ -177,7 +168,7 @@ def stripped_proto(model: ir.Model, min_elements: int = STRIP_MIN_ELEMENTS) -> o
 def strip(model: ir.Model, path: str | os.PathLike[str],
           min_elements: int = STRIP_MIN_ELEMENTS) -> Path:
     """Saves ``model`` to ``path`` with large weights replaced by their statistics."""
-    from pt2onnx import _save
+    from pt2onnx.save import _save
 
     p = _save.check_path(path)
     _atomic_write(p, stripped_proto(model, min_elements).SerializeToString())
@@ -208,7 +199,7 @@ def unstrip(path_in: str | os.PathLike[str], path_out: str | os.PathLike[str],
     """Restores stripped weights with random values of the recorded mean, std and range."""
     from onnx import helper, numpy_helper
 
-    from pt2onnx import _save
+    from pt2onnx.save import _save
 
     out = _save.check_path(path_out)
     proto = onnx.load(str(path_in), load_external_data=False)

@@ -168,7 +168,7 @@ def test_opset_range(name: str, opset: int, tmp_path: Path) -> None:
 def _dynamic_params() -> list[Any]:
     # RAFT-small included: torch.export cannot prove its guard
     # ``(3*batch - 1) // batch == 2``, which holds for every batch >= 2, and pt2onnx
-    # checks it over the range (_guards_hold.py) instead of refusing.
+    # checks it over the range (capture/_guards_hold.py) instead of refusing.
     params = []
     for p in _params(CLASSIFICATION + SEGMENTATION + VIDEO + OPTICAL_FLOW):
         case = p.values[0]

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import pt2onnx
-from pt2onnx import _decomp
+from pt2onnx.translate import _decomp
 
 
 class _Fn(torch.nn.Module):

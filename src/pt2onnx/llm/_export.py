@@ -241,19 +241,19 @@ def _graph(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.dt
 def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: int | None,
              notes: list[str], optimize: bool = True, fusion: _Fusion | None = None) -> Any:
     """pt2onnx.export of the model wrapped for genai's I/O."""
-    import pt2onnx
+    from pt2onnx import _api
 
     if fusion is None:
         fusion = _Fusion(False)
     wrapper = fusion.wrap(model, layout, dtype, notes)
     layout = fusion.layout(layout)
     in_names, out_names = _wrapper.names(layout)
-    from pt2onnx._size_one import trusted
+    from pt2onnx.capture._size_one import trusted
 
     size_one = trusted("export-llm: genai's loop runs batch 1, one token and an empty cache")
     with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache(), size_one:
         warnings.simplefilter("always")
-        prog = pt2onnx.export(
+        prog = _api.export(
             wrapper, _meta.example(model, _wrapper.example(layout, dtype)), None,
             input_names=in_names,
             output_names=out_names, dynamic_shapes=_wrapper.dynamic_shapes(layout), opset=opset,

@@ -10,10 +10,12 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common
 
 from pt2onnx.passes import (
+    fold_batch_norm,
     ort_cpu_types,
     pad_before_max_pool,
     runtime_workarounds,
     transposed_matvec,
+    unsplit_heads,
 )
 
 
@@ -32,6 +34,8 @@ def optimize(model: ir.Model) -> ir.Model:
     # (seen with var_mean's mean and the ReduceMean inside its variance); a graph
     # output must stay typed, so the types and shapes are restored after the passes.
     before = [(o.type, o.shape) for o in model.graph.outputs]
+    fold_batch_norm.apply(model)
+    unsplit_heads.apply(model)
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
     transposed_matvec.apply(model)
@@ -48,6 +52,8 @@ def optimize(model: ir.Model) -> ir.Model:
 def cleanup(model: ir.Model) -> ir.Model:
     """What runs even with optimize=False: unused initializers from folding go, and
     the rewrites that keep onnxruntime from crashing on a valid graph."""
+    fold_batch_norm.apply(model)
+    unsplit_heads.apply(model)
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
     transposed_matvec.apply(model)

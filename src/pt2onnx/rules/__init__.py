@@ -1,6 +1,6 @@
 """Built-in translation rules, one module per op family.
 
-Importing this package registers every rule in ``pt2onnx._registry.REGISTRY``.
+Importing this package registers every rule in ``pt2onnx.translate._registry.REGISTRY``.
 """
 
 from pt2onnx.rules import (  # noqa: F401

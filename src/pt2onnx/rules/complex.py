@@ -20,10 +20,10 @@ from typing import Any
 
 import onnx_ir as ir
 
-from pt2onnx._builder import RuleContext, is_complex
-from pt2onnx._registry import translation
 from pt2onnx.rules import core, shape
 from pt2onnx.rules._common import aten, axes, normalize_dim, rank
+from pt2onnx.translate._builder import RuleContext, is_complex
+from pt2onnx.translate._registry import translation
 
 # -- the pair layout -------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext
-from pt2onnx._registry import translation
+from pt2onnx.translate._builder import RuleContext
+from pt2onnx.translate._registry import translation
 
 hop = torch.ops.higher_order
 

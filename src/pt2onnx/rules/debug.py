@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-import pt2onnx.debug  # noqa: F401  (defines torch.ops.pt2onnx.as_output)
-from pt2onnx._builder import RuleContext
-from pt2onnx._registry import translation
+from pt2onnx.frontends import _as_output  # noqa: F401  (defines torch.ops.pt2onnx.as_output)
+from pt2onnx.translate._builder import RuleContext
+from pt2onnx.translate._registry import translation
 
 
 @translation(torch.ops.pt2onnx.as_output.default)

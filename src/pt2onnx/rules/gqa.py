@@ -27,9 +27,9 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _custom_ops
-from pt2onnx._builder import RuleContext
-from pt2onnx._registry import translation
+from pt2onnx.frontends import _custom_ops
+from pt2onnx.translate._builder import RuleContext
+from pt2onnx.translate._registry import translation
 
 MS_DOMAIN = "com.microsoft"
 
@@ -100,34 +100,10 @@ define_ops()  # the op the rule below is keyed by
 
 
 def _heads_last(g: RuleContext, x: ir.Value) -> ir.Value:
-    """``[B, N, S, D]`` -> ``[B, S, N * D]``, GroupQueryAttention's layout: the value
-    the model split into heads, where ``x`` is that split (``view`` + ``transpose``)."""
-    source = _unsplit(x)
-    if source is not None:
-        return source
+    """``[B, N, S, D]`` -> ``[B, S, N * D]``, GroupQueryAttention's layout. Where ``x``
+    is the model's own split of such a value, passes/unsplit_heads.py reads that value
+    instead."""
     return g.op.Reshape(g.op.Transpose(x, perm=[0, 2, 1, 3]), g.const([0, 0, -1]))
-
-
-def _unsplit(x: ir.Value) -> ir.Value | None:
-    """``y`` where ``x = Transpose(Reshape(y, [B, S, N, D]), perm=[0, 2, 1, 3])`` and ``y``
-    is ``[B, S, N * D]`` (shapes as captured)."""
-    t = x.producer()
-    if t is None or (t.domain, t.op_type) != ("", "Transpose"):
-        return None
-    perm = t.attributes.get("perm")
-    if perm is None or list(perm.as_ints()) != [0, 2, 1, 3]:
-        return None
-    r = t.inputs[0].producer() if t.inputs[0] is not None else None
-    if r is None or (r.domain, r.op_type) != ("", "Reshape") or r.inputs[0] is None:
-        return None
-    y, split = r.inputs[0], r.outputs[0].shape
-    if y.shape is None or split is None or len(y.shape) != 3 or len(split) != 4:
-        return None
-    n, d, nd = split[2], split[3], y.shape[2]
-    if not all(isinstance(v, int) for v in (n, d, nd)) or n * d != nd:
-        return None
-    same = [a == b and a is not None for a, b in zip(y.shape[:2], split[:2])]
-    return y if all(same) else None
 
 
 @translation(torch.ops.pt2onnx.gqa.default)

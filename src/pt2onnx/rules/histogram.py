@@ -19,9 +19,9 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext, torch_dtype
-from pt2onnx._registry import translation
 from pt2onnx.rules._common import aten
+from pt2onnx.translate._builder import RuleContext, torch_dtype
+from pt2onnx.translate._registry import translation
 
 I64 = ir.DataType.INT64
 

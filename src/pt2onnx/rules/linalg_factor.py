@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from pt2onnx._builder import RuleContext
-from pt2onnx._registry import translation
 from pt2onnx.rules._common import aten, present, rank
 from pt2onnx.rules._linalg_loop import (
     _I32,
@@ -38,6 +36,8 @@ from pt2onnx.rules._linalg_loop import (
     _typed,
     _with_rank,
 )
+from pt2onnx.translate._builder import RuleContext
+from pt2onnx.translate._registry import translation
 
 
 # -- Cholesky -----------------------------------------------------------------------

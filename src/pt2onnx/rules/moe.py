@@ -34,10 +34,10 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext
-from pt2onnx._registry import REGISTRY, Registry
 from pt2onnx.errors import TranslationError
 from pt2onnx.rules._common import rank, static_dim
+from pt2onnx.translate._builder import RuleContext
+from pt2onnx.translate._registry import REGISTRY, Registry
 
 I64 = ir.DataType.INT64
 

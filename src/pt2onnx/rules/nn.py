@@ -8,9 +8,9 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext, torch_dtype
-from pt2onnx._registry import translation
 from pt2onnx.rules._common import aten, rank, shape_list, static_dims
+from pt2onnx.translate._builder import RuleContext, torch_dtype
+from pt2onnx.translate._registry import translation
 
 
 def _expand_param(value: Any, n: int) -> list[int]:

@@ -9,9 +9,9 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext, dtype_of, torch_dtype
-from pt2onnx._registry import translation
 from pt2onnx.rules._common import aten, axes, rank, static_dim
+from pt2onnx.translate._builder import RuleContext, dtype_of, torch_dtype
+from pt2onnx.translate._registry import translation
 
 
 def _ones(g: RuleContext, n: int, dtype: ir.DataType) -> ir.Value:
@@ -41,58 +41,11 @@ def batch_norm_inference(g: RuleContext, x: ir.Value, weight: ir.Value | None,
         # torch takes a 1-D input (no channel dim) only when it is empty: so is the output.
         return g.op.Identity(x), *stats
     c = _channels(x)
-    fused = _fold_into_conv(g, x, weight, bias, running_mean, running_var, eps)
-    if fused is not None:
-        return fused, *stats
+    # After a Conv, passes/fold_batch_norm.py folds this into the Conv's weights.
     weight = weight if weight is not None else _ones(g, c, dtype)
     bias = bias if bias is not None else _zeros(g, c, dtype)
     out = g.op.BatchNormalization(x, weight, bias, running_mean, running_var, epsilon=float(eps))
     return out, *stats
-
-
-def _raw(v: ir.Value | None) -> torch.Tensor | None:
-    raw = getattr(v.const_value, "raw", None) if v is not None and v.is_initializer() else None
-    return raw if isinstance(raw, torch.Tensor) and not raw.is_meta else None
-
-
-def _fold_into_conv(g: RuleContext, x: ir.Value, weight: ir.Value | None, bias: ir.Value | None,
-                    mean: ir.Value, var: ir.Value, eps: float) -> ir.Value | None:
-    """Inference batch norm right after a Conv that nothing else reads: scale the
-    Conv's weights and bias instead (what onnxruntime would do at load time), so
-    the graph has one node where it had two."""
-    conv = x.producer()
-    fx_in = g.node.args[0] if g.node is not None and g.node.args else None
-    if conv is None or conv.op_type != "Conv" or not isinstance(fx_in, torch.fx.Node):
-        return None
-    if len(fx_in.users) != 1 or len(x.uses()) != 0:
-        return None
-    w, b = _raw(conv.inputs[1]), _raw(conv.inputs[2]) if len(conv.inputs) > 2 else None
-    m, v = _raw(mean), _raw(var)
-    gamma, beta = _raw(weight), _raw(bias)
-    if w is None or m is None or v is None or (weight is not None and gamma is None) or (
-            bias is not None and beta is None) or (len(conv.inputs) > 2 and conv.inputs[2]
-                                                   is not None and b is None):
-        return None
-    def scale() -> torch.Tensor:
-        out = torch.rsqrt(v.double() + eps)
-        return out * gamma.double() if gamma is not None else out
-
-    def fused_weight() -> torch.Tensor:
-        with torch.no_grad():
-            return (w.double() * scale().reshape(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
-
-    def fused_bias() -> torch.Tensor:
-        with torch.no_grad():
-            shift = (b.double() if b is not None else torch.zeros_like(m, dtype=torch.float64)) - m
-            out = shift * scale() + (beta.double() if beta is not None else 0.0)
-            return out.to(w.dtype)
-
-    # Computed when saved, one tensor at a time: no second copy of the weights meanwhile.
-    if len(conv.inputs) < 3:
-        conv.resize_inputs(3)
-    conv.replace_input_with(1, g.lazy_initializer(fused_weight, w.dtype, tuple(w.shape)))
-    conv.replace_input_with(2, g.lazy_initializer(fused_bias, w.dtype, (w.shape[0],)))
-    return x
 
 
 @translation(aten.native_batch_norm.default)

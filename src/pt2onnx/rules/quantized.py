@@ -5,7 +5,7 @@ PT2E-quantized programs carry ``quantized_decomposed.quantize_per_tensor`` /
 QuantizeLinear or DequantizeLinear, the QDQ form that onnxruntime and TensorRT fuse
 into integer kernels. ``fake_quantize_*`` (QAT) becomes a QuantizeLinear ->
 DequantizeLinear pair. Eager-mode quantized modules are rewritten into this form
-before capture (``pt2onnx._quantized``).
+before capture (``pt2onnx.frontends._quantized``).
 
 torch rounds ``x * (1 / scale)``, QuantizeLinear rounds ``x / scale``; the two can
 differ on a tie, by one quantization step. A quant range narrower than the dtype's
@@ -23,10 +23,11 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _compat, _decomp_extra
-from pt2onnx._builder import RuleContext, onnx_dtype, torch_dtype
-from pt2onnx._registry import KEEP_UNFOLDED, translation
+from pt2onnx import _compat
 from pt2onnx.rules._common import aten, normalize_dim, rank
+from pt2onnx.translate import _decomp_extra
+from pt2onnx.translate._builder import RuleContext, onnx_dtype, torch_dtype
+from pt2onnx.translate._registry import KEEP_UNFOLDED, translation
 
 _F32 = ir.DataType.FLOAT
 
@@ -456,7 +457,7 @@ def quantize_per_tensor_aten(g: RuleContext, x: ir.Value, scale: Any, zero_point
                              dtype: torch.dtype) -> ir.Value:
     """quantize_per_tensor(Tensor self, float scale, int zero_point, ScalarType dtype) -> Tensor
 
-    A quantized tensor travels as its dequantized float values (pt2onnx._quantized), so
+    A quantized tensor travels as its dequantized float values (pt2onnx.frontends._quantized), so
     quantizing is a QuantizeLinear -> DequantizeLinear pair: the float of each value
     rounded onto the grid and clamped to the dtype's range, as ``q.dequantize()`` gives."""
     qmin, qmax = _q_range(dtype)
@@ -475,7 +476,7 @@ def quantize_per_channel_aten(g: RuleContext, x: ir.Value, scales: ir.Value,
 @translation(aten.dequantize.self)
 def dequantize_self(g: RuleContext, x: ir.Value) -> ir.Value:
     """dequantize.self(Tensor self) -> Tensor"""
-    # Quantized tensors travel as their float values (pt2onnx._quantized): the identity.
+    # Quantized tensors travel as their float values (pt2onnx.frontends._quantized): the identity.
     return g.cast(g.op.Identity(x), _F32)
 
 

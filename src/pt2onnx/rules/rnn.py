@@ -1,7 +1,7 @@
 """pt2onnx::packed_rnn (packed LSTM / GRU / RNN) -> ONNX LSTM / GRU / RNN.
 
 The op is what capture makes of pack_padded_sequence -> RNN -> pad_packed_sequence
-(see _packed_rnn.py). Each layer is one ONNX recurrent op over the padded input
+(see frontends/_packed_rnn.py). Each layer is one ONNX recurrent op over the padded input
 with ``sequence_lens``: the reverse direction starts at each sequence's last valid
 step and the final states are taken there, as torch's packed kernels do.
 
@@ -18,11 +18,11 @@ from collections.abc import Sequence
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _packed_rnn
-from pt2onnx._builder import RuleContext, torch_dtype
-from pt2onnx._registry import translation
 from pt2onnx.errors import TranslationError
+from pt2onnx.frontends import _packed_rnn
 from pt2onnx.rules.rnn_loop import loop_rnn
+from pt2onnx.translate._builder import RuleContext, torch_dtype
+from pt2onnx.translate._registry import translation
 
 _packed_rnn.define_ops()  # the op the rule below is keyed by
 

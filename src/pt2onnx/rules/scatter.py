@@ -8,8 +8,6 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext, torch_dtype
-from pt2onnx._registry import translation
 from pt2onnx.rules._common import (
     aten,
     is_float,
@@ -18,6 +16,8 @@ from pt2onnx.rules._common import (
     shape_value,
 )
 from pt2onnx.rules.shape import diagonal_positions, strided_index, strided_index_value
+from pt2onnx.translate._builder import RuleContext, torch_dtype
+from pt2onnx.translate._registry import translation
 
 
 def _src_like_index(g: RuleContext, src: ir.Value, index: ir.Value) -> ir.Value:

@@ -9,8 +9,6 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext
-from pt2onnx._registry import translation
 from pt2onnx.rules._common import (
     INT64_MAX,
     aten,
@@ -21,6 +19,8 @@ from pt2onnx.rules._common import (
     shape_value,
     static_dims,
 )
+from pt2onnx.translate._builder import RuleContext
+from pt2onnx.translate._registry import translation
 
 
 def _known_true(cond: Any) -> bool:

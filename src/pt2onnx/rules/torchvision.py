@@ -3,7 +3,7 @@
 torchvision registers its ops when it is imported, so these rules are added
 by ``register()``, which the exporter calls before translating; importing
 pt2onnx never imports torchvision. ``pt2onnx::batched_nms`` is the op the
-trace fallback substitutes for ``torchvision.ops.batched_nms`` (see _trace.py).
+trace fallback substitutes for ``torchvision.ops.batched_nms`` (see capture/_trace.py).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import sys
 import onnx_ir as ir
 import torch
 
-from pt2onnx._builder import RuleContext
-from pt2onnx._registry import REGISTRY, Registry
+from pt2onnx.translate._builder import RuleContext
+from pt2onnx.translate._registry import REGISTRY, Registry
 
 
 def _kept_boxes(g: RuleContext, boxes: ir.Value, scores: ir.Value, iou_threshold: float,
@@ -95,9 +95,9 @@ def roi_align(g: RuleContext, x: ir.Value, rois: ir.Value, spatial_scale: float,
 
 def register(registry: Registry = REGISTRY) -> None:
     """Adds the rules for the ops that exist in this process (idempotent)."""
-    from pt2onnx import _trace
+    from pt2onnx.frontends import _nms
 
-    _trace._define_ops()
+    _nms.define()
     if torch.ops.pt2onnx.batched_nms.default not in registry:
         registry.register(torch.ops.pt2onnx.batched_nms.default, batched_nms)
     if "torchvision" not in sys.modules:

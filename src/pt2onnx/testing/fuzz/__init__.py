@@ -5,6 +5,7 @@ programs (small ``nn.Module`` of 3-30 ops), exports each, runs onnx's full check
 onnxruntime, and compares with eager PyTorch. See docs/testing.md.
 """
 
+from pt2onnx.testing.fuzz import draws as _draws  # noqa: F401  (registers the op tables)
 from pt2onnx.testing.fuzz.generator import generate
 from pt2onnx.testing.fuzz.oracle import CLASSES, Outcome, check, check_namespace, check_source
 from pt2onnx.testing.fuzz.program import Program

@@ -53,6 +53,15 @@ class Rejected(Exception):
     pass
 
 
+# What to draw next: set by pt2onnx.testing.fuzz.draws (the op tables register here).
+_DRAW: Callable[[random.Random], Callable[[Builder], None]] | None = None
+
+
+def register_draw(draw: Callable[[random.Random], Callable[[Builder], None]]) -> None:
+    global _DRAW
+    _DRAW = draw
+
+
 class Builder:
     def __init__(self, seed: int, dynamic: bool | None = None, max_ops: int = 30) -> None:
         self.seed = seed
@@ -185,7 +194,7 @@ class Builder:
         constraint violation (B fixed or its range narrowed)."""
         import warnings
 
-        from pt2onnx._dynamic import is_constraint_violation
+        from pt2onnx.capture._dynamic import is_constraint_violation
 
         outs = [stmt.out] if stmt.out else [stmt.uses[0]]
         trial = Program(self.seed, [*self.leaves, *leaves], [*self.stmts, stmt], outs, self.b)
@@ -267,14 +276,14 @@ class Builder:
             self.add(f"{leaf.name}_ = {leaf.name}", "input", (), out=None, leaves=[leaf])
 
     def build(self) -> Program:
-        from pt2onnx.testing.fuzz import ops
-
+        if _DRAW is None:
+            raise RuntimeError("no op table registered: import pt2onnx.testing.fuzz")
         self.start()
         self.stmts.clear()  # the inputs' placeholder statements
         tries = 0
         while len(self.stmts) < self.target and tries < self.target * 20:
             tries += 1
-            gen = ops.draw(self.rng)
+            gen = _DRAW(self.rng)
             try:
                 gen(self)
             except Rejected:
@@ -303,7 +312,7 @@ def _as_pt2onnx_captures(leaves: Sequence[Leaf]) -> Any:
 
     if not any(leaf.ctor for leaf in leaves):
         return contextlib.nullcontext()
-    from pt2onnx import _packed_rnn
+    from pt2onnx.frontends import _packed_rnn
 
     return _packed_rnn.substitutions([], plain=True)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 
 from pt2onnx.testing.fuzz.generator import ALL_DTYPES, FLOATS, INTS, Builder, Rejected, Var
+from pt2onnx.testing.fuzz.ops_common import _mask, _neg, _operand, _slice_src
 from pt2onnx.testing.fuzz.program import Leaf, Shape
 
 # Functions of x that are continuous (safe on float16-rounded values) and bounded enough.
@@ -41,11 +42,6 @@ def _dims(g: Builder, v: Var) -> int:
     return g.rng.randrange(v.rank)
 
 
-def _neg(g: Builder, d: int, rank: int) -> int:
-    """d, or the same dim counted from the end."""
-    return d - rank if g.rng.random() < 0.3 else d
-
-
 def _step_ok(v: Var) -> bool:
     return not (v.half and v.dtype in FLOATS)
 
@@ -61,25 +57,6 @@ def unary(g: Builder) -> None:
     expr = g.rng.choice(pool).format(x=v.ref)
     out = g.fresh("v")
     g.add(f"{out} = {expr}", expr.split("(")[0], [v.name], out)
-
-
-def _operand(g: Builder, shape: Shape, dtype: torch.dtype | None = None,
-             scalar_ok: bool = True, avoid_base: str | None = None) -> tuple[str, list[str], list[Leaf]]:
-    """The other operand of a binary op: an existing value, a new leaf, or a scalar."""
-    rng = g.rng
-    r = rng.random()
-    if scalar_ok and r < 0.2:
-        return rng.choice(["2", "-1", "0.5", "3", "True", "-2.5"]), [], []
-    if r < 0.55:
-        same = [w for w in g.vars.values() if w.shape == shape and w.base != avoid_base]
-        if same:
-            w = rng.choice(same)
-            return w.ref, [w.name], []
-    part = g.partner_shape(shape) if rng.random() < 0.7 else shape
-    if not g.can_leaf(part):
-        part = shape
-    leaf = g.leaf(part, dtype or rng.choice(ALL_DTYPES))
-    return leaf.ref, [], [leaf]
 
 
 BINARY = ["torch.add({a}, {b})", "torch.sub({a}, {b})", "torch.mul({a}, {b})",
@@ -176,22 +153,6 @@ def matmul(g: Builder) -> None:
     out = g.fresh("v")
     form = rng.choice(["torch.matmul({a}, {b})", "{a} @ {b}"])
     g.add(f"{out} = {form.format(a=v.ref, b=ref)}", "matmul", [v.name, *uses], out, leaves)
-
-
-def _slice_src(g: Builder, v: Var, d: int) -> str:
-    """A slice of dim d: negative bounds and steps for static dims."""
-    rng = g.rng
-    c, size = v.shape[d]
-    if c:
-        k = rng.randint(0, 2)
-        return rng.choice([f"{k}:", f":-{k}" if k else ":", f"{k}:-1" if k < 2 else "1:"])
-    if size == 0:
-        return rng.choice([":", "1:", ":-1"])
-    start = rng.randint(-size, size - 1)
-    stop = rng.choice([None, rng.randint(-size, size)])
-    step = rng.choice([1, 1, 2, 3])
-    text = f"{start}:{'' if stop is None else stop}"
-    return text + (f":{step}" if step > 1 else "")
 
 
 def view(g: Builder) -> None:
@@ -345,20 +306,6 @@ def cat_stack(g: Builder) -> None:
     g.add(f"{out} = {fn}([{', '.join(items)}], {_neg(g, d, v.rank)})", fn[6:], uses, out, leaves)
 
 
-def _mask(g: Builder, shape: Shape, avoid: str | None = None) -> tuple[str, list[str], list[Leaf]]:
-    rng = g.rng
-    bools = [w for w in g.vars.values() if w.dtype == torch.bool and w.base != avoid
-             and len(w.shape) <= len(shape) and w.shape == shape[len(shape) - len(w.shape):]]
-    if bools and rng.random() < 0.5:
-        w = rng.choice(bools)
-        return w.ref, [w.name], []
-    part = g.partner_shape(shape)
-    if not g.can_leaf(part) or len(part) > len(shape):
-        part = shape
-    leaf = g.leaf(part, torch.bool)
-    return leaf.ref, [], [leaf]
-
-
 def where(g: Builder) -> None:
     v = g.pick()
     if v is None:
@@ -488,13 +435,3 @@ WEIGHTS: list[tuple[Callable[[Builder], None], int]] = [
     (unary, 14), (binary, 16), (reduce, 7), (matmul, 5), (view, 18), (cat_stack, 5), (where, 4), (scan, 4), (constant, 3), (clone, 5),
     (misc, 6),
 ]
-
-
-def draw(rng: random.Random) -> Callable[[Builder], None]:
-    from pt2onnx.testing.fuzz import ops_layers, ops_update
-
-    weights: list[tuple[Callable[[Builder], None], int]] = [
-        *WEIGHTS, (ops_update.inplace, 14), (ops_update.gather_scatter, 7),
-        (ops_layers.embedding_bag, 2), (ops_layers.rnn, 2), (ops_layers.outer, 3)]
-    fns = [f for f, _ in weights]
-    return rng.choices(fns, [w for _, w in weights])[0]

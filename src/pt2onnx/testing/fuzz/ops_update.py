@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from pt2onnx.testing.fuzz.generator import ALL_DTYPES, Builder, Rejected, Var
-from pt2onnx.testing.fuzz.ops import _mask, _neg, _operand, _slice_src
+from pt2onnx.testing.fuzz.ops_common import _mask, _neg, _operand, _slice_src
 from pt2onnx.testing.fuzz.program import Leaf, Shape
 
 

@@ -12,9 +12,9 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _weights as _weights_mod
-from pt2onnx._builder import torch_dtype
 from pt2onnx.errors import SaveError
+from pt2onnx.save import _weights as _weights_mod
+from pt2onnx.translate._builder import torch_dtype
 
 # With external_data=None, weights above this total go to <file>.data: writing
 # them inline costs two extra copies in protobuf, and the 2 GB protobuf limit

@@ -15,7 +15,7 @@ ops, the same non-tensor arguments and the same output shapes once the dynamic
 program's symbols take those sizes. Equal programs prove that the dynamic graph
 computes, at size 1, what torch computes there. Where they differ, :func:`settle` runs
 the written graph there; where it is wrong, the size gets a graph of its own under an
-``If`` (``_size_one_merge.py``), and a second such dim is a typed refusal naming the op,
+``If`` (``capture/_size_one_merge.py``), and a second such dim is a typed refusal naming the op,
 the model's line and the dim, with the ways out.
 """
 
@@ -60,7 +60,7 @@ class _Step:
 
 def root_symbols(program: torch.export.ExportedProgram) -> dict[sympy.Symbol, int]:
     """Each plain symbol of the user inputs' shapes, with its size in the program's example."""
-    from pt2onnx._resize import known_values
+    from pt2onnx.capture._resize import known_values
 
     return known_values(program)
 
@@ -238,8 +238,8 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
     mask another way when the query has one token), so such a point is not refused here:
     the written file is run there against eager (:func:`settle`), which gives the
     size its own graph, or refuses, only where it is wrong."""
-    from pt2onnx._dynamic import _export
-    from pt2onnx._resize import example_at
+    from pt2onnx.capture._dynamic import _export
+    from pt2onnx.capture._resize import example_at
 
     if _TRUSTED.get():
         return [], []
@@ -299,11 +299,11 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
 
     Where it is wrong at one dim's 1, the model captured at that size (``at_one(point)``,
     an ir.Model) and the general graph are joined under an ``If`` on that dim
-    (:mod:`pt2onnx._size_one_merge`), and the point is run again. Raises
+    (:mod:`pt2onnx.capture._size_one_merge`), and the point is run again. Raises
     :class:`~pt2onnx.errors.SizeOneError` where a point stays wrong. Returns notes."""
     import copy
 
-    from pt2onnx._size_one_merge import input_position, merge_at_one
+    from pt2onnx.capture._size_one_merge import input_position, merge_at_one
 
     notes = []
     branched = False

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import os
@@ -60,7 +59,7 @@ def _path_name(path: tuple[Any, ...]) -> str:
 def tensor_leaves(inputs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
     """Each tensor input with its name: ``input_ids``, ``pair_0``, ``past_key_values_key_0``
     (the argument name and the path inside it, as torch.export names placeholders)."""
-    from pt2onnx._fx_meta import CACHE_NAME, is_cache
+    from pt2onnx.translate._fx_meta import CACHE_NAME, is_cache
 
     leaves = []
     for name, value in inputs.items():
@@ -272,7 +271,9 @@ def declared_axes(inputs: dict[str, Any], spec: Any) -> list[DeclaredAxis]:
 
 # -- guards and where they come from ------------------------------------------
 _TORCH_DIR = os.path.dirname(torch.__file__)
-_SKIP = (_TORCH_DIR, os.path.dirname(logging.__file__), os.path.dirname(__file__))
+# pt2onnx's own frames: the package root, not this folder.
+_SKIP = (_TORCH_DIR, os.path.dirname(logging.__file__),
+         os.path.dirname(os.path.dirname(__file__)))
 
 
 @dataclass
@@ -349,7 +350,7 @@ def _user_frame() -> str:
 # -- capture with refinement --------------------------------------------------
 def _export(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
             strict: bool) -> torch.export.ExportedProgram:
-    from pt2onnx._sdpa_symbool import SymBoolCausal
+    from pt2onnx.frontends._sdpa_symbool import SymBoolCausal
 
     with SymBoolCausal():
         return _compat.export(module, args, kwargs, spec, strict=strict)
@@ -387,114 +388,6 @@ def suggested_fixes(text: str) -> list[tuple[str, str]]:
 def is_constraint_violation(exc: BaseException) -> bool:
     kind = getattr(getattr(exc, "error_type", None), "name", "")
     return kind == "CONSTRAINT_VIOLATION" or type(exc).__name__ == "ConstraintViolationError"
-
-
-def export_refined(
-    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
-    strict: bool,
-) -> Refined:
-    """torch.export with ``spec``, size-obliviously; on a constraint violation, apply
-    torch.export's suggested bounds and relations and try once more."""
-    inputs = bound_inputs(module, args, kwargs)
-    declared = declared_axes(inputs, spec)
-    _check_ranges(declared)
-    from pt2onnx._resize import scaled_example  # sympy: only for dynamic exports
-
-    scaled = scaled_example(args, kwargs, inputs, declared)
-    if scaled is not None:
-        # No declared dim is 1 there, so an ordinary capture does not specialise, and
-        # it states every bound and relation it needs as a suggested fix.
-        try:
-            return _export_refined(module, *scaled, spec, strict, oblivious=False)
-        except Exception:
-            pass  # the example as given, size-obliviously: its errors are the ones to show
-    return _export_refined(module, args, kwargs, spec, strict)
-
-
-def _export_refined(
-    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
-    strict: bool, oblivious: bool = True,
-) -> Refined:
-    inputs = bound_inputs(module, args, kwargs)
-    declared = declared_axes(inputs, spec)
-    log = GuardLog()
-    mode = _compat.size_oblivious if oblivious else contextlib.nullcontext
-    with log, mode():
-        try:
-            program = _export(module, args, kwargs, spec, strict)
-        except Exception as exc:
-            if not is_constraint_violation(exc):
-                raise
-            first: BaseException = exc
-    if "first" not in locals():
-        try:
-            return _checked(Refined(program, spec), inputs, log)
-        except CaptureError:
-            # torch 2.12 specialises a Dim whose guards it cannot prove without saying
-            # so: the guards it logged decide, as for a violation.
-            from pt2onnx._guards_hold import export_if_guards_hold
-
-            held = export_if_guards_hold(module, args, kwargs, spec, strict, "", declared,
-                                         log, mode)
-            if held is None:
-                raise
-            return held
-    fixes = suggested_fixes(str(first))
-    real = {name for name, fix in fixes}  # what the size-oblivious capture itself fixes
-    text = str(first)
-    if not fixes:
-        # A size-oblivious capture states a bound only as a failed guard; an ordinary
-        # capture turns the same guards into suggested fixes.
-        with log:
-            try:
-                program = _export(module, args, kwargs, spec, strict)
-                return _checked(Refined(program, spec), inputs, log)
-            except Exception as exc:
-                if not is_constraint_violation(exc):
-                    raise first from None
-                fixes, text = suggested_fixes(str(exc)), str(exc)
-    if not fixes:
-        raise first
-    from pt2onnx._guards_hold import export_if_guards_hold
-
-    held = export_if_guards_hold(module, args, kwargs, spec, strict, text, declared, log, mode)
-    if held is not None:
-        return held
-    by_name: dict[str, list[DeclaredAxis]] = {}
-    for a in declared:
-        by_name.setdefault(a.name or "", []).append(a)
-    fixed, applied, notes = [], [], []
-    for name, fix in fixes:
-        axis = by_name.get(name, [])
-        if re.fullmatch(r"-?\d+", fix):
-            if axis and axis[0].size in (0, 1) and int(fix) == axis[0].size and name not in real:
-                continue  # the 0/1 specialisation that size-oblivious capture avoids
-            fixed.append((name, int(fix), axis))
-            continue
-        applied.append(f"{name} = {fix}")
-        notes.append(_describe_fix(name, fix, axis, log))
-    if fixed:
-        raise CaptureError(_fixed_size_message(fixed, log))
-    if not applied:
-        raise first
-    try:
-        refined = _compat.refine_dynamic_shapes(applied, spec)
-    except Exception:
-        raise first from None
-    with log, mode():
-        try:
-            program = _export(module, args, kwargs, refined, strict)
-        except Exception as exc:
-            if is_constraint_violation(exc):
-                raise CaptureError(
-                    "torch.export rejected the dynamic shapes even after applying its own "
-                    "suggested fixes (" + "; ".join(applied) + "):\n  - "
-                    + _torch_message(exc)
-                    + "\nNext step: the dims above are tied together in a way torch.export "
-                    "cannot express; declare fewer of them dynamic, or make them one Dim."
-                ) from None
-            raise
-    return _checked(Refined(program, refined, notes=notes), inputs, log)
 
 
 def _checked(result: Refined, inputs: dict[str, Any], log: GuardLog) -> Refined:

@@ -28,63 +28,10 @@ import torch
 import torch.nn.functional as F
 import torch.utils._pytree as pytree
 
-from pt2onnx import _compat
 from pt2onnx.errors import InvalidInputError
-
-# quantized dtype -> (integer dtype, quant_min, quant_max)
-_INT = {
-    torch.quint8: (torch.uint8, 0, 255),
-    torch.qint8: (torch.int8, -128, 127),
-    torch.qint32: (torch.int32, -(2**31), 2**31 - 1),
-}
-
-
-def _qd() -> Any:
-    ns = _compat.quantized_decomposed_ops()
-    if ns is None:  # pragma: no cover - every tested torch has it
-        raise InvalidInputError(
-            "this torch has no torch.ao.quantization.fx._decomposed, which pt2onnx uses to "
-            "export eager-mode quantized modules. Next step: quantize with PT2E (torchao) or "
-            "use a torch that still ships torch.ao.quantization.")
-    return ns
-
-
-def _requantize(x: torch.Tensor, scale: float | torch.Tensor, zero_point: int | torch.Tensor,
-                qdtype: torch.dtype) -> torch.Tensor:
-    """x rounded to the grid of a quantized tensor with these qparams (a Q -> DQ pair)."""
-    dtype, qmin, qmax = _INT[qdtype]
-    qd = _qd()
-    if isinstance(scale, torch.Tensor) or isinstance(zero_point, torch.Tensor):
-        # qparams held in buffers (FX's convert_fx): the .tensor overloads
-        scale, zero_point = torch.as_tensor(scale), torch.as_tensor(zero_point)
-        q = qd.quantize_per_tensor.tensor(x, scale, zero_point, qmin, qmax, dtype)
-        return qd.dequantize_per_tensor.tensor(q, scale, zero_point, qmin, qmax, dtype)
-    q = qd.quantize_per_tensor(x, scale, zero_point, qmin, qmax, dtype)
-    return qd.dequantize_per_tensor(q, scale, zero_point, qmin, qmax, dtype)
-
-
-class _QuantizedWeight(torch.nn.Module):
-    """A quantized weight as integer values and qparams; calling it dequantizes."""
-
-    def __init__(self, w: torch.Tensor) -> None:
-        super().__init__()
-        self.dtype, self.qmin, self.qmax = _INT[w.dtype]
-        self.register_buffer("values", w.int_repr())
-        self.axis: int | None = None
-        if w.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric):
-            self.axis = int(w.q_per_channel_axis())
-            self.register_buffer("scales", w.q_per_channel_scales().float())
-            self.register_buffer("zero_points", w.q_per_channel_zero_points())
-        else:
-            self.scale, self.zero_point = float(w.q_scale()), int(w.q_zero_point())
-
-    def forward(self) -> torch.Tensor:
-        qd = _qd()
-        if self.axis is None:
-            return qd.dequantize_per_tensor(self.values, self.scale, self.zero_point,
-                                            self.qmin, self.qmax, self.dtype)
-        return qd.dequantize_per_channel(self.values, self.scales, self.zero_points, self.axis,
-                                         self.qmin, self.qmax, self.dtype)
+from pt2onnx.frontends._qdq import QuantizedWeight as _QuantizedWeight
+from pt2onnx.frontends._qdq import qd_ops as _qd
+from pt2onnx.frontends._qdq import requantize as _requantize
 
 
 class _Requantized(torch.nn.Module):
@@ -96,7 +43,7 @@ class _Requantized(torch.nn.Module):
         self.out_qdtype = qdtype
 
     def _out(self, y: torch.Tensor) -> torch.Tensor:
-        from pt2onnx._quantized_mode import QParams, tag
+        from pt2onnx.frontends._quantized_mode import QParams, tag
 
         if self.out_qdtype is None:
             return y
@@ -432,7 +379,7 @@ def rewrite(model: torch.nn.Module, args: tuple[Any, ...],
 
 def _input_qparams(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The qparams of each quantized input leaf, by its pytree path."""
-    from pt2onnx._quantized_mode import QParams
+    from pt2onnx.frontends._quantized_mode import QParams
 
     found = {}
     for path, leaf in pytree.tree_flatten_with_path((args, kwargs))[0]:
@@ -460,7 +407,7 @@ def prepare(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
     """What to capture for an eager-mode quantized model: a float copy (``rewrite``) whose
     forward runs under a ``QParamTracker``, and the inputs with each quantized tensor
     replaced by its dequantized value (the ONNX input takes those float values)."""
-    from pt2onnx._quantized_mode import QParamTracker
+    from pt2onnx.frontends._quantized_mode import QParamTracker
 
     inputs = _input_qparams(args, kwargs)
     module = rewrite(model, args, kwargs) if has_quantized_modules(model) else copy.copy(model)

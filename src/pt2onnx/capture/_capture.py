@@ -9,13 +9,15 @@ from typing import Any
 
 import torch
 
-from pt2onnx import _compat, _dynamic, _packed_rnn, _size_one
-from pt2onnx._containers import register_mappings as register_mappings
-from pt2onnx._containers import register_output_containers as register_output_containers
-from pt2onnx._model_state import no_leaked_fake_tensors
-from pt2onnx._model_state import preserved_state as preserved_state
-from pt2onnx._trace import trace
+from pt2onnx import _compat
+from pt2onnx.capture import _dynamic, _refine, _size_one
+from pt2onnx.capture._model_state import no_leaked_fake_tensors
+from pt2onnx.capture._model_state import preserved_state as preserved_state
+from pt2onnx.capture._trace import trace
 from pt2onnx.errors import CaptureError, InvalidInputError
+from pt2onnx.frontends import _packed_rnn
+from pt2onnx.frontends._containers import register_mappings as register_mappings
+from pt2onnx.frontends._containers import register_output_containers as register_output_containers
 
 
 @dataclass
@@ -33,9 +35,9 @@ class CaptureResult:
     example: Any = None  # (args, kwargs) it was captured on, when not the user's
     refinements: list[str] = field(default_factory=list)
     fixed_axes: list[str] = field(default_factory=list)
-    # True when the program is a static recording of one eager run (_record.py).
+    # True when the program is a static recording of one eager run (capture/_record.py).
     recorded: bool = False
-    # Size-1 points where a static capture differs from the dynamic one (_size_one.py):
+    # Size-1 points where a static capture differs from the dynamic one (capture/_size_one.py):
     # the written graph is run there before it is saved.
     size_one: list[Any] = field(default_factory=list)
 
@@ -186,8 +188,8 @@ def _record_enabled() -> bool:
 def _try_record(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
                 has_rule: Callable[[Any], bool]) -> CaptureResult | str:
     """The recorded program, or why the recording was not used."""
-    from pt2onnx import _record
-    from pt2onnx._trace import _input_names, _substitutions
+    from pt2onnx.capture import _record
+    from pt2onnx.capture._trace import _input_names, _substitutions
 
     register_output_containers()
     try:
@@ -285,7 +287,7 @@ def _capture_module(
             if dynamic_shapes is None:
                 ep = _compat.export(module, args, kwargs, None, strict=strict)
                 return CaptureResult(ep, f"torch.export(strict={strict})", errors)
-            refined = _dynamic.export_refined(module, args, kwargs, dynamic_shapes, strict)
+            refined = _refine.export_refined(module, args, kwargs, dynamic_shapes, strict)
         except (CaptureError, InvalidInputError):
             raise
         except Exception as exc:
@@ -341,7 +343,7 @@ def _capture_module(
 def _symbol_names(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
                   refined: _dynamic.Refined) -> dict[Any, str]:
     """Each symbol of the program's input shapes -> the user's name for that dim."""
-    from pt2onnx._resize import _user_shapes
+    from pt2onnx.capture._resize import _user_shapes
 
     inputs = _dynamic.bound_inputs(module, args, kwargs)
     order = {name: i for i, (name, _) in enumerate(_dynamic.tensor_leaves(inputs))}

@@ -29,8 +29,8 @@ from typing import Any
 import torch
 from torch.nn.utils import rnn as _rnn
 
-from pt2onnx import _custom_ops
 from pt2onnx.errors import CaptureError
+from pt2onnx.frontends import _custom_ops
 
 _PACK = _rnn.pack_padded_sequence
 _PAD = _rnn.pad_packed_sequence

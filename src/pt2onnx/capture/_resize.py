@@ -16,7 +16,7 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
-from pt2onnx._dynamic import DeclaredAxis, tensor_leaves
+from pt2onnx.capture._dynamic import DeclaredAxis, tensor_leaves
 
 
 def _user_shapes(program: torch.export.ExportedProgram) -> list[Any]:

@@ -22,22 +22,8 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from pt2onnx import _compat, _custom_ops
-
-# torchvision's own batched_nms, called by pt2onnx::batched_nms when it runs.
-_BATCHED_NMS: Any = None
-
-
-def _define_ops() -> None:
-    """``pt2onnx::batched_nms``: torchvision's per-class NMS as one op."""
-    _custom_ops.define(
-        "batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor",
-        _batched_nms_impl)
-
-
-def _batched_nms_impl(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,
-                      iou_threshold: float) -> torch.Tensor:
-    return _BATCHED_NMS(boxes, scores, idxs, iou_threshold)
+from pt2onnx import _compat
+from pt2onnx.frontends import _nms
 
 
 @contextlib.contextmanager
@@ -53,10 +39,9 @@ def _substitutions(notes: list[str]) -> Iterator[None]:
     if box_ops is None or not hasattr(box_ops, "batched_nms"):
         yield
         return
-    global _BATCHED_NMS
-    _define_ops()
+    _nms.define()
     original = box_ops.batched_nms
-    _BATCHED_NMS = original
+    _nms.ORIGINAL = original
     used: list[bool] = []
 
     def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,

@@ -23,8 +23,9 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from pt2onnx import _compat, _decomp_extra
+from pt2onnx import _compat
 from pt2onnx.errors import CaptureError
+from pt2onnx.translate import _decomp_extra
 
 # The names a decomposition's source has in the report.
 TORCH_DEFAULT, TORCH_REGISTRY, PT2ONNX = "torch default", "torch registry", "pt2onnx"

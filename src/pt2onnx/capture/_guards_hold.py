@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from pt2onnx._dynamic import (
+from pt2onnx.capture._dynamic import (
     DeclaredAxis,
     GuardLog,
     Refined,

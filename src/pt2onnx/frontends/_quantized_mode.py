@@ -133,7 +133,7 @@ def tag(t: torch.Tensor, qp: QParams) -> torch.Tensor:
 
 
 def requantize(x: torch.Tensor, qp: QParams) -> torch.Tensor:
-    from pt2onnx._quantized import _requantize
+    from pt2onnx.frontends._qdq import requantize as _requantize
 
     return _requantize(x, qp.scale, qp.zero_point, qp.qdtype)
 
@@ -164,7 +164,8 @@ def _quantize_per_tensor(tracker: QParamTracker, x: Any, scale: Any, zero_point:
 
 def _quantize_per_channel(x: torch.Tensor, scales: torch.Tensor, zero_points: torch.Tensor,
                           axis: int, dtype: torch.dtype) -> torch.Tensor:
-    from pt2onnx._quantized import _INT, _qd
+    from pt2onnx.frontends._qdq import INT as _INT
+    from pt2onnx.frontends._qdq import qd_ops as _qd
 
     int_dtype, qmin, qmax = _INT[dtype]
     qd = _qd()
@@ -179,7 +180,7 @@ def _out_dtype(tracker: QParamTracker, x: Any) -> torch.dtype:
 
 
 def _weight(w: torch.Tensor) -> torch.Tensor:
-    from pt2onnx._quantized import _QuantizedWeight
+    from pt2onnx.frontends._qdq import QuantizedWeight as _QuantizedWeight
 
     return _QuantizedWeight(w)()
 

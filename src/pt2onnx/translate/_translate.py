@@ -12,10 +12,16 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
-from pt2onnx import _builder, _decomp
-from pt2onnx._baked_sizes import no_baked_sizes
-from pt2onnx._fold import FOLD_LIMIT, Const, empty_result, fold, foldable, get_attr
-from pt2onnx._fx_meta import (
+from pt2onnx.errors import (
+    InvalidInputError,
+    MissingOp,
+    TranslationError,
+    UnsupportedOperatorError,
+)
+from pt2onnx.translate import _builder, _decomp
+from pt2onnx.translate._baked_sizes import no_baked_sizes
+from pt2onnx.translate._fold import FOLD_LIMIT, Const, empty_result, fold, foldable, get_attr
+from pt2onnx.translate._fx_meta import (
     Source,
     cache_depths,
     output_names_from_spec,
@@ -25,13 +31,7 @@ from pt2onnx._fx_meta import (
     spec_paths,
     type_of,
 )
-from pt2onnx._registry import Registry, RuleEntry, op_name
-from pt2onnx.errors import (
-    InvalidInputError,
-    MissingOp,
-    TranslationError,
-    UnsupportedOperatorError,
-)
+from pt2onnx.translate._registry import Registry, RuleEntry, op_name
 
 # Keyword arguments that carry no meaning in an ONNX graph.
 _IGNORED_KWARGS = frozenset({"layout", "device", "pin_memory", "memory_format", "non_blocking"})

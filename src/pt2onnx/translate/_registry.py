@@ -118,7 +118,7 @@ def translation(op: Any, *, since: int = 1, registry: Registry | None = None,
     With ``complex=True`` the rule is used for the nodes of ``op`` that read or
     write a complex tensor (and only for those). Complex tensors reach it as
     float values whose last axis of size 2 holds (real, imag); ``g.dtype`` and
-    ``g.shape`` describe that layout, and ``pt2onnx._builder.is_complex`` tells
+    ``g.shape`` describe that layout, and ``pt2onnx.translate._builder.is_complex`` tells
     which inputs are complex.
 
     ``op`` is an ``OpOverload`` (``torch.ops.aten.gelu.default``), an

@@ -112,7 +112,7 @@ def input_position(program: Any, symbol: Any) -> tuple[int, int] | None:
     """(tensor input index, axis) of the first input dim that is ``symbol`` itself."""
     import torch
 
-    from pt2onnx._resize import _user_shapes
+    from pt2onnx.capture._resize import _user_shapes
 
     for i, shape in enumerate(_user_shapes(program)):
         for axis, d in enumerate(shape):

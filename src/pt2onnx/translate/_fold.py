@@ -14,7 +14,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx._registry import KEEP_UNFOLDED
+from pt2onnx.translate._registry import KEEP_UNFOLDED
 
 # Buffers and lifted constants up to this many elements take part in constant
 # folding; a folded result larger than this is not materialised.

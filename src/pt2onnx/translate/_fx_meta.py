@@ -8,7 +8,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _builder
+from pt2onnx.translate import _builder
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,142 @@
+"""Capture with the dynamic shapes as declared, refined once: torch.export runs
+size-obliviously (from a grown example when a declared dim is 1 in the given one);
+on a constraint violation torch.export's suggested bounds and relations are applied
+and it runs once more; a guard it cannot prove is checked over the declared ranges
+(``_guards_hold``). The spec helpers and guard logging it uses are in ``_dynamic``."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any
+
+import torch
+
+from pt2onnx import _compat
+from pt2onnx.capture._dynamic import (
+    DeclaredAxis,
+    GuardLog,
+    Refined,
+    _check_ranges,
+    _checked,
+    _describe_fix,
+    _export,
+    _fixed_size_message,
+    _torch_message,
+    bound_inputs,
+    declared_axes,
+    is_constraint_violation,
+    suggested_fixes,
+)
+from pt2onnx.errors import CaptureError
+
+
+def _guards_hold_module() -> Any:
+    from pt2onnx.capture import _guards_hold  # sympy: only when a guard must be checked
+
+    return _guards_hold
+
+
+def export_refined(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+    strict: bool,
+) -> Refined:
+    """torch.export with ``spec``, size-obliviously; on a constraint violation, apply
+    torch.export's suggested bounds and relations and try once more."""
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
+    _check_ranges(declared)
+    from pt2onnx.capture._resize import scaled_example  # sympy: only for dynamic exports
+
+    scaled = scaled_example(args, kwargs, inputs, declared)
+    if scaled is not None:
+        # No declared dim is 1 there, so an ordinary capture does not specialise, and
+        # it states every bound and relation it needs as a suggested fix.
+        try:
+            return _export_refined(module, *scaled, spec, strict, oblivious=False)
+        except Exception:
+            pass  # the example as given, size-obliviously: its errors are the ones to show
+    return _export_refined(module, args, kwargs, spec, strict)
+
+
+def _export_refined(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+    strict: bool, oblivious: bool = True,
+) -> Refined:
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
+    log = GuardLog()
+    mode = _compat.size_oblivious if oblivious else contextlib.nullcontext
+    with log, mode():
+        try:
+            program = _export(module, args, kwargs, spec, strict)
+        except Exception as exc:
+            if not is_constraint_violation(exc):
+                raise
+            first: BaseException = exc
+    if "first" not in locals():
+        try:
+            return _checked(Refined(program, spec), inputs, log)
+        except CaptureError:
+            # torch 2.12 specialises a Dim whose guards it cannot prove without saying
+            # so: the guards it logged decide, as for a violation.
+            held = _guards_hold_module().export_if_guards_hold(
+                module, args, kwargs, spec, strict, "", declared, log, mode)
+            if held is None:
+                raise
+            return held
+    fixes = suggested_fixes(str(first))
+    real = {name for name, fix in fixes}  # what the size-oblivious capture itself fixes
+    text = str(first)
+    if not fixes:
+        # A size-oblivious capture states a bound only as a failed guard; an ordinary
+        # capture turns the same guards into suggested fixes.
+        with log:
+            try:
+                program = _export(module, args, kwargs, spec, strict)
+                return _checked(Refined(program, spec), inputs, log)
+            except Exception as exc:
+                if not is_constraint_violation(exc):
+                    raise first from None
+                fixes, text = suggested_fixes(str(exc)), str(exc)
+    if not fixes:
+        raise first
+    held = _guards_hold_module().export_if_guards_hold(
+        module, args, kwargs, spec, strict, text, declared, log, mode)
+    if held is not None:
+        return held
+    by_name: dict[str, list[DeclaredAxis]] = {}
+    for a in declared:
+        by_name.setdefault(a.name or "", []).append(a)
+    fixed, applied, notes = [], [], []
+    for name, fix in fixes:
+        axis = by_name.get(name, [])
+        if re.fullmatch(r"-?\d+", fix):
+            if axis and axis[0].size in (0, 1) and int(fix) == axis[0].size and name not in real:
+                continue  # the 0/1 specialisation that size-oblivious capture avoids
+            fixed.append((name, int(fix), axis))
+            continue
+        applied.append(f"{name} = {fix}")
+        notes.append(_describe_fix(name, fix, axis, log))
+    if fixed:
+        raise CaptureError(_fixed_size_message(fixed, log))
+    if not applied:
+        raise first
+    try:
+        refined = _compat.refine_dynamic_shapes(applied, spec)
+    except Exception:
+        raise first from None
+    with log, mode():
+        try:
+            program = _export(module, args, kwargs, refined, strict)
+        except Exception as exc:
+            if is_constraint_violation(exc):
+                raise CaptureError(
+                    "torch.export rejected the dynamic shapes even after applying its own "
+                    "suggested fixes (" + "; ".join(applied) + "):\n  - "
+                    + _torch_message(exc)
+                    + "\nNext step: the dims above are tied together in a way torch.export "
+                    "cannot express; declare fewer of them dynamic, or make them one Dim."
+                ) from None
+            raise
+    return _checked(Refined(program, refined, notes=notes), inputs, log)
