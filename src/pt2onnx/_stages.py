@@ -1,0 +1,352 @@
+"""What ``_api._export`` calls between the stages: one normalized call (:class:`Call`) and
+the glue that hands each stage's result to the next (:class:`Stages`), recording the
+report as it goes.
+
+- capture (``capture/``): the recording, torch.export or the trace; quantized models
+  rewritten first (``frontends/``); a static recording that does not translate is
+  captured again with torch.export;
+- decompose and translate (``translate/``, ``rules/``);
+- optimize (``passes/``);
+- the program's size-1 check, verify, save (``save/``) and the report.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx_ir as ir
+import torch
+
+from pt2onnx import _compat, _legacy, debug, passes
+from pt2onnx._program import OnnxProgram
+from pt2onnx.capture import _capture, _dynamic, _size_one
+from pt2onnx.errors import (
+    CaptureError,
+    ExportError,
+    TranslationError,
+    UnsupportedOperatorError,
+    VerificationError,
+)
+from pt2onnx.frontends import _quantized
+from pt2onnx.report import ExportReport
+from pt2onnx.translate import _decomp
+from pt2onnx.translate._registry import REGISTRY
+from pt2onnx.translate._translate import Translator
+
+
+@dataclass
+class Call:
+    """An export call, checked and normalized (``_api._normalize``)."""
+
+    model: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    f: Any
+    to_file_object: bool
+    report_path: Path | None
+    spec: Any  # torch.export dynamic_shapes, from whichever form was given
+    spec_warnings: list[str]
+    opset: int
+    custom: dict[Any, Callable[..., Any]]
+    input_names: list[str] | None
+    output_names: list[str] | None
+    optimize: bool
+    verify: bool
+    external_data: bool | None
+    weights: Any
+    legacy: _legacy.Options = field(default_factory=_legacy.Options)
+
+
+class Stages:
+    """The stages of one export, sharing its report, rules and options."""
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+        self.rep = ExportReport(opset=call.opset)
+        self.registry = REGISTRY
+        self.keep = tuple(op for op in _decomp.KEEP
+                          if op in call.custom or self.registry.lookup(op, call.opset) is not None)
+        self.dynamic_shapes = call.spec
+        from pt2onnx.rules import moe as _moe_rules
+        from pt2onnx.rules import torchvision as _torchvision_rules
+
+        self._moe_rules = _moe_rules
+        _torchvision_rules.register()  # torchvision's ops exist only once it is imported
+        _moe_rules.register()  # so do transformers' (its grouped matmul)
+        # A static recording sees composite ops already split by torch's dispatcher, so a
+        # user's rule for one of them could never fire: such exports go to torch.export.
+        self.record = not any(_capture.composite(op) for op in call.custom)
+        self.dim_names: list[dict[int, str]] | None = None
+
+    # -- rules ------------------------------------------------------------------------
+    def has_rule(self, op: Any) -> bool:
+        return op in self.call.custom or any(
+            self.registry.lookup(op, self.call.opset, complex=c) is not None
+            for c in (False, True))
+
+    def trace_decompositions(self) -> dict[Any, Any]:
+        # A trace decomposes as it goes: only the ops that have no rule.
+        return {op: fn for op, fn in _decomp.decomposition_table(self.keep).items()
+                if not self.has_rule(op)}
+
+    # -- capture ----------------------------------------------------------------------
+    def capture(self, record: bool, inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
+                spec: Any = None, *, user_spec: bool = True) -> _capture.CaptureResult:
+        """The model captured on ``inputs`` (the example) with ``spec`` (the user's)."""
+        call = self.call
+        args, kwargs = inputs if inputs is not None else (call.args, call.kwargs)
+        spec = call.spec if user_spec and spec is None else spec
+        model = call.model
+
+        def attempt(target: Any, cargs: tuple[Any, ...], ckwargs: dict[str, Any],
+                    ) -> _capture.CaptureResult:
+            return _capture.capture(target, cargs, ckwargs, spec, self.trace_decompositions,
+                                    self.has_rule, record=record)
+
+        with debug.preserving_meta(), self._moe_rules.grouped_experts(model) as moe_notes:
+            # Eager-mode quantized modules hold what torch.export cannot capture (quantized
+            # tensors, packed weights): a copy with them in float + QDQ form is captured.
+            source = None if isinstance(model, torch.export.ExportedProgram) else (
+                _capture.as_module(model))
+            quantized = source is not None and _quantized.needs_rewrite(source, args, kwargs)
+            try:
+                captured = attempt(*(_quantized.prepare(source, args, kwargs)
+                                     if quantized and source is not None
+                                     else (model, args, kwargs)))
+            except CaptureError as exc:
+                # torch.quantize_per_tensor (or a quantized op) in the model's own code.
+                if quantized or source is None or "quantiz" not in str(exc):
+                    raise
+                try:
+                    captured = attempt(*_quantized.prepare(source, args, kwargs))
+                except CaptureError:
+                    raise exc from None
+                quantized = True
+        captured.warnings[:0] = moe_notes
+        if quantized:
+            captured.strategy += (", after rewriting its eager-mode quantized tensors and "
+                                  "modules into quantize/dequantize form")
+        return captured
+
+    def note_capture(self, captured: _capture.CaptureResult) -> None:
+        rep = self.rep
+        rep.capture_strategy = captured.strategy
+        rep.fallbacks.extend(captured.fallbacks)
+        rep.dynamic_refinements, rep.fixed_axes = captured.refinements, captured.fixed_axes
+        for message in captured.warnings:
+            rep.warnings.append(message)
+            warnings.warn(message, stacklevel=5)
+
+    def captured_first(self, captured: _capture.CaptureResult) -> None:
+        """The first capture's refinements of the spec, and the warnings so far."""
+        call = self.call
+        if captured.dynamic_shapes is not None:
+            self.dynamic_shapes = captured.dynamic_shapes
+        for message in call.legacy.warnings + call.spec_warnings:
+            self.rep.warnings.append(message)
+            warnings.warn(message, stacklevel=4)
+        self.note_capture(captured)
+        self.dim_names = _capture.user_dim_names(
+            call.model, *_example_of(captured, call.args, call.kwargs), self.dynamic_shapes,
+            captured.program)
+
+    # -- decompose and translate ------------------------------------------------------
+    def decompose(self, captured: _capture.CaptureResult) -> torch.export.ExportedProgram:
+        rep = self.rep
+        why = None if captured.traced else _decomp.reason_to_decompose(captured.program,
+                                                                        self.has_rule)
+        if captured.traced:
+            rep.decomposition = "done during the trace (make_fx), for ops without a rule"
+            return captured.program
+        if why is None:
+            rep.decomposition = "skipped: every captured op has a rule"
+            return captured.program
+        rep.decomposition = f"run_decompositions: {why}"
+        # Only the ops without a rule: torch's decomposition of an op we translate
+        # can refuse what eager accepts (addcmul of ints with a float value).
+        symbolic = _decomp.symbolic_input_dims(captured.program)  # before: the retrace rewrites them
+        try:
+            program = _compat.run_decompositions(captured.program, self.trace_decompositions())
+        except ExportError:
+            raise
+        except Exception as exc:
+            raise _decomp.functionalization_error(why, exc) from exc
+        _decomp.check_still_dynamic(symbolic, program, why)
+        return program
+
+    def _translator(self, program: torch.export.ExportedProgram,
+                    dim_names: list[dict[int, str]] | None) -> Translator:
+        call = self.call
+        return Translator(program, self.registry, call.opset, dict(call.custom),
+                          call.input_names, call.output_names, dim_names)
+
+    def _translate_once(self, program: torch.export.ExportedProgram,
+                        ) -> tuple[Translator, ir.Model]:
+        translator = self._translator(program, self.dim_names)
+        return translator, translator.run()
+
+    def _translate_all(self, captured: _capture.CaptureResult,
+                       program: torch.export.ExportedProgram,
+                       ) -> tuple[Translator, ir.Model, torch.export.ExportedProgram]:
+        try:
+            return (*self._translate_once(program), program)
+        except UnsupportedOperatorError as first:
+            if program is not captured.program or captured.traced or captured.recorded:
+                raise
+            # The last link of the chain: an op no table decomposes at its node
+            # (a composite op such as cross_entropy_loss) may still decompose
+            # through torch's dispatcher when the whole program is retraced.
+            try:
+                program = _compat.run_decompositions(
+                    captured.program, _decomp.decomposition_table(self.keep))
+            except Exception as retrace:  # the op stays unsupported
+                # torch's own decomposition refuses it (addcmul of ints with a float
+                # value): the typed error naming the op is the one to show.
+                text = str(retrace).strip().splitlines()
+                first.add_note("torch's decompositions could not retrace the program "
+                               f"either: {type(retrace).__name__}: {text[0] if text else ''}")
+                raise first from None
+            self.rep.decomposition = ("run_decompositions: an op had no rule and no "
+                                      "decomposition at its node")
+            return (*self._translate_once(program), program)
+
+    def translate(self, captured: _capture.CaptureResult, program: torch.export.ExportedProgram,
+                  ) -> tuple[Translator, ir.Model, torch.export.ExportedProgram,
+                             _capture.CaptureResult]:
+        """The program translated; a static recording that does not translate is
+        captured again with torch.export (the capture it ends with is returned)."""
+        rep = self.rep
+        try:
+            try:
+                translator, onnx_model, program = self._translate_all(captured, program)
+            except (UnsupportedOperatorError, TranslationError) as exc:
+                if not captured.recorded:
+                    raise
+                # The recording holds the ops torch's dispatcher ran; torch.export's
+                # program may still translate (a composite op with a rule of its own).
+                rep.fallbacks.append(
+                    f"static recording did not translate ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:200]}); captured again with torch.export")
+                captured = self.capture(False)
+                self.note_capture(captured)
+                program = self.decompose(captured)
+                translator, onnx_model, program = self._translate_all(captured, program)
+        except UnsupportedOperatorError as exc:
+            rep.unsupported = list(exc.missing)
+            self.write_report()
+            raise
+        return translator, onnx_model, program, captured
+
+    def translated(self, translator: Translator, program: torch.export.ExportedProgram) -> None:
+        """The translation's numbers in the report."""
+        rep = self.rep
+        rep.fx_nodes = len(program.graph.nodes)
+        rep.folded_nodes = translator.folded
+        rep.decompositions = [(op, src, n) for (op, src), n in translator.decompositions.items()]
+        if rep.decompositions:
+            count = sum(n for _, _, n in rep.decompositions)
+            per_node = (f"per node: {count} node(s) of {len(rep.decompositions)} op(s) without "
+                        f"a rule, traced in {translator.trace_seconds:.2f}s during translate")
+            if rep.decomposition.startswith("skipped"):
+                rep.decomposition = per_node
+            else:
+                rep.decomposition += f"; then {per_node}"
+        rep.dynamic_dims = _dynamic_dims(program, translator.sym_names)
+        rep.warnings.extend(translator.warnings)
+
+    # -- optimize -------------------------------------------------------------------------
+    def optimize(self, model: ir.Model) -> ir.Model:
+        return passes.optimize(model) if self.call.optimize else passes.cleanup(model)
+
+    def check_loads(self, model: ir.Model, program: torch.export.ExportedProgram) -> None:
+        """Warns about ops onnxruntime's CPU build cannot load; applies torch.onnx's
+        keywords; counts the ops."""
+        missing = passes.ort_cpu_types.unloadable(model)
+        if missing:
+            message = (f"onnxruntime's CPU build has no kernel for {', '.join(missing)} in "
+                       "this file, so it will not load there (other runtimes may run it). "
+                       "Next step: compute that op in another dtype in the model, or report "
+                       "it as a pt2onnx issue with the op and dtype.")
+            self.rep.warnings.append(message)
+            warnings.warn(message, stacklevel=4)
+        _legacy.apply(model, self.call.legacy, set(program.state_dict))
+        self.rep.op_histogram = _histogram(model)
+
+    # -- the program, size 1, verify, save ---------------------------------------------
+    def program(self, model: ir.Model, translator: Translator,
+                program: torch.export.ExportedProgram,
+                captured: _capture.CaptureResult) -> OnnxProgram:
+        call = self.call
+        if isinstance(call.model, torch.export.ExportedProgram):
+            eager: Callable[..., Any] | None = call.model.module()
+        else:
+            eager = _capture.as_module(call.model)
+        prog = OnnxProgram(model, self.rep, eager, list(call.kwargs))
+        prog._program, prog._fx_values = program, translator.fx_values
+        prog._example, prog._extra_outputs = (call.args, call.kwargs), len(translator.extra_outputs)
+        prog._sym_names, prog._traced = translator.sym_names, captured.traced
+        prog._call_model = call.model
+        return prog
+
+    def at_one(self, point: _size_one.Unproved) -> ir.Model:
+        """The model captured again with the dim at 1 (the other dims still dynamic),
+        translated and optimized."""
+        call = self.call
+        spec = _dynamic.without_dims(call.spec, point.dim_names)
+        cap = self.capture(True, (point.args, point.kwargs), spec, user_spec=False)
+        program1 = self.decompose(cap)
+        names1 = _capture.user_dim_names(call.model, point.args, point.kwargs, spec, cap.program)
+        return self.optimize(self._translator(program1, names1).run())
+
+    def verify(self, prog: OnnxProgram) -> None:
+        result = prog.verify(bisect=True)  # the example, a second size, and size 1
+        if not result.ok:
+            self.write_report()
+            raise VerificationError(
+                "the exported model does not match eager PyTorch, so no file was written:\n"
+                + str(result) + "\nNext step: the first divergence above names the rule and "
+                "the model line; export with verify=False to keep the file for debugging.",
+                result)
+
+    def save(self, prog: OnnxProgram) -> None:
+        call = self.call
+        if call.to_file_object:
+            call.f.write(prog.model_proto.SerializeToString())
+        else:
+            prog.save(call.f, external_data=call.external_data, weights=call.weights)
+
+    def write_report(self) -> None:
+        if self.call.report_path is not None:
+            self.call.report_path.write_text(self.rep.to_markdown())
+
+
+def _example_of(
+    captured: _capture.CaptureResult, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The inputs the program was captured on: a doubled example, or the user's."""
+    if captured.example is None:
+        return args, kwargs
+    return tuple(captured.example[0]), dict(captured.example[1])
+
+
+def _dynamic_dims(program: torch.export.ExportedProgram, names: dict[Any, Any]) -> dict[str, str]:
+    """Each symbolic dim with the range torch.export guarded it to."""
+    dims = {}
+    for sym, vr in program.range_constraints.items():
+        # A derived dim (2*s44) shows in the user's names (2*half).
+        shown = str(names[sym] if sym in names else sym.xreplace(names)
+                    if hasattr(sym, "xreplace") else sym)
+        dims[shown] = f"[{vr.lower}, {vr.upper}]"
+    return dims
+
+
+def _histogram(model: ir.Model) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in model.graph:
+        key = node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
