@@ -29,10 +29,9 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
         f32 = ir.DataType.FLOAT
         mask = attn_mask if attn_mask is None or attn_mask.dtype == ir.DataType.BOOL else (
             g.cast(attn_mask, f32))
-        wide = [g.cast(t, f32) for t in (q, k, v)]
-        for t, like in zip(wide, (q, k, v)):
-            t.shape = like.shape
-        out = sdpa(g, *wide, mask, dropout_p, is_causal, scale, enable_gqa=enable_gqa)
+        wq, wk, wv = (g.cast(t, f32) for t in (q, k, v))
+        wq.shape, wk.shape, wv.shape = q.shape, k.shape, v.shape
+        out = sdpa(g, wq, wk, wv, mask, dropout_p, is_causal, scale, enable_gqa=enable_gqa)
         return g.cast(out, ir.DataType.BFLOAT16)
     scores = _scores(g, q, k, attn_mask, is_causal, scale, enable_gqa)
     out = g.op.MatMul(g.op.Softmax(scores, axis=-1), _gqa_v(g, q, v, enable_gqa))
