@@ -82,3 +82,35 @@ def test_layers_are_drawn_with_the_dynamic_dim_and_checked_at_one() -> None:
         assert any(f"torch.nn.{k}(" in source for k in ("LSTM", "GRU", "RNN")) == module
         outcome = check(program)
         assert outcome.cls == "ok", (label, outcome.detail, source)
+
+
+def test_some_programs_broadcast_against_a_second_dynamic_dim() -> None:
+    """A quarter of the dynamic programs get an input whose dim is a second symbol C
+    (declared [1, 64]) broadcast against an input's B; the oracle runs C = 1 and C = B
+    at every size of B, the example's C first; the program itself is unchanged before
+    the appended statement."""
+    from pt2onnx.testing.fuzz import generate, program_seed
+    from pt2onnx.testing.fuzz.oracle import make_inputs, run_points
+    from pt2onnx.testing.fuzz.program import C_DIM, load
+
+    seen = 0
+    for i in range(40):
+        p = generate(program_seed(2613, i))
+        if p.c is None:
+            continue
+        seen += 1
+        assert p.b is not None and p.c in (1, "b")
+        y = p.leaves[-1]
+        assert C_DIM in y.shape and p.stmts[-1].uses[-1] == y.name
+        ns = load(p.source())
+        assert 'torch.export.Dim("C", min=1' in p.source()
+        points = run_points(ns, list(p.b))
+        b0 = p.b[0]
+        assert points[0] == (b0, 1 if p.c == 1 else b0)
+        assert {c for b, c in points if b == b0} == {1, b0}
+        for b, c in points:  # eager runs at every point (checked when drawn)
+            args = make_inputs(ns, b, c)
+            axis = y.shape.index(C_DIM)
+            assert args[-1].shape[axis] == c
+            ns["Program"]()(*args)
+    assert seen >= 3

@@ -22,7 +22,18 @@ import torch
 import torch.nn.functional as F
 
 from pt2onnx import _compat
-from pt2onnx.testing.fuzz.program import B_MAX, B_MIN, Dim, Leaf, Program, Shape, Stmt, at, load
+from pt2onnx.testing.fuzz.program import (
+    B_MAX,
+    B_MIN,
+    C_DIM,
+    Dim,
+    Leaf,
+    Program,
+    Shape,
+    Stmt,
+    at,
+    load,
+)
 
 FLOATS = (torch.float32, torch.float16)
 INTS = (torch.int64, torch.int32)
@@ -409,12 +420,14 @@ class _Symbolic:
 def check_eager(program: Program) -> str | None:
     """Runs the program in eager PyTorch at every size; returns why it is invalid, or None.
     Catches what meta tensors cannot see (index values, kernels missing for a dtype)."""
+    from pt2onnx.testing.fuzz.oracle import make_inputs, run_points
+
     try:
         ns = load(program.source())
         sizes = program.b if program.b else (5,)
-        for b in sizes:
+        for b, c in run_points(ns, list(sizes)):
             module = ns["Program"]()
-            args = ns["make_inputs"](b)
+            args = make_inputs(ns, b, c)
             out = module(*args)
             for t in out:
                 if not isinstance(t, torch.Tensor):
@@ -443,6 +456,53 @@ def with_edges(program: Program) -> Program:
     return edge
 
 
+# The second dim's broadcasts: an op of an input with a B dim and a new input whose
+# dim there is C (1 or B at run time), by the input's kind of dtype.
+_BROADCASTS = {
+    "float": ["{x} + {y}", "{x} * {y}", "torch.maximum({x}, {y})", "{x} - {y}",
+              "torch.where({y} > 0, {x}, {y})", "torch.atan2({x}, {y})"],
+    "int": ["{x} + {y}", "{x} * {y}", "torch.maximum({x}, {y})", "{x} - {y}"],
+    "bool": ["{x} | {y}", "{x} & {y}", "torch.logical_xor({x}, {y})"],
+}
+
+
+def with_second_dim(program: Program) -> Program:
+    """A quarter of the dynamic programs also broadcast an input that has the dim ``B``
+    against a new input whose dim there is a second symbol ``C`` (declared [1, B_MAX]),
+    and return the result: its example is 1 or B's, and the oracle runs it at C = 1 and
+    C = B (issue 26: broadcasting between two dynamic dims, either side 1 at run time).
+    Drawn from its own stream, so the program's own statements are the ones the seed
+    always gave."""
+    if program.b is None:
+        return program
+    rng = random.Random(program.seed * 3266489917 % 2**32)
+    if rng.random() >= 0.25:
+        return program
+    inputs = [x for x in program.inputs() if (1, 0) in x.shape and x.dtype != torch.float16]
+    if not inputs:
+        return program
+    x = rng.choice(inputs)
+    axis = rng.choice([i for i, d in enumerate(x.shape) if d == (1, 0)])
+    # The other dims: the same, or 1 (they broadcast too); a leading dim may go.
+    dims = [C_DIM if i == axis else (d if d[0] or rng.random() < 0.7 else (0, 1))
+            for i, d in enumerate(x.shape)]
+    while axis > 0 and rng.random() < 0.2 and dims[0][0] == 0:
+        dims.pop(0)
+        axis -= 1
+    kind = "bool" if x.dtype == torch.bool else "float" if x.dtype in FLOATS else "int"
+    y = Leaf(f"x{max(int(v.name[1:]) for v in program.leaves) + 1}", tuple(dims), x.dtype,
+             "bool" if kind == "bool" else "normal" if kind == "float" else "int")
+    form = rng.choice(_BROADCASTS[kind])
+    if rng.random() < 0.5:
+        form = form.replace("{x}", "{t}").replace("{y}", "{x}").replace("{t}", "{y}")
+    out = f"v{max([int(s.out[1:]) for s in program.stmts if s.out] + [0]) + 1}"
+    stmt = Stmt(f"{out} = {form.format(x=x.name, y=y.name)}", out, (x.name, y.name),
+                "broadcast_c")
+    grown = program.replace(leaves=[*program.leaves, y], stmts=[*program.stmts, stmt],
+                            outputs=[*program.outputs, out], c=rng.choice([1, 1, "b"]))
+    return grown if check_eager(grown) is None else program
+
+
 def generate(seed: int, dynamic: bool | None = None, max_ops: int = 30) -> Program:
     """The program of ``seed``: built by construction, then checked once in eager (a
     program eager refuses is drawn again from a derived seed, at most 20 times)."""
@@ -458,6 +518,6 @@ def generate(seed: int, dynamic: bool | None = None, max_ops: int = 30) -> Progr
         why = check_eager(program)
         if why is None:
             program.notes["attempts"] = attempt + 1
-            return with_edges(program)
+            return with_second_dim(with_edges(program))
         last = why
     raise RuntimeError(f"no valid program from seed {seed}: {last}")

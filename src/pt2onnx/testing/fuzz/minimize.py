@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pt2onnx.testing.fuzz.generator import check_eager
 from pt2onnx.testing.fuzz.oracle import Outcome, check
-from pt2onnx.testing.fuzz.program import Leaf, Program, Stmt
+from pt2onnx.testing.fuzz.program import C_DIM, Leaf, Program, Stmt
 
 
 def _drop(p: Program, i: int) -> Program | None:
@@ -38,10 +38,12 @@ def _variants(p: Program) -> list[Program]:
     out: list[Program] = []
     if p.b is not None:  # a static program is simpler
         b0 = p.b[0]
+        c0 = b0 if p.c == "b" or not isinstance(p.c, int) else p.c  # C's example size
         leaves = [dataclasses.replace(
-            x, shape=tuple((0, c * b0 + d) for c, d in x.shape),
+            x, shape=tuple((0, c0) if (c, d) == C_DIM else (0, c * b0 + d)
+                           for c, d in x.shape),
             bound=(0, x.bound[0] * b0 + x.bound[1])) for x in p.leaves]
-        out.append(p.replace(b=None, leaves=leaves))
+        out.append(p.replace(b=None, c=None, leaves=leaves))
     if len(p.outputs) > 1:
         out += [p.replace(outputs=[o]) for o in p.outputs]
     for i in reversed(range(len(p.stmts))):

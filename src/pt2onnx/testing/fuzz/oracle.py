@@ -208,6 +208,27 @@ def check_source(source: str, exporter: str = "pt2onnx") -> Outcome:
     return check_namespace(load(source), exporter)
 
 
+def run_points(ns: dict[str, Any], sizes: list[Any]) -> list[tuple[Any, Any]]:
+    """(B, C) of each run: every size of B; a program with a second dynamic dim C (an
+    input that broadcasts against B) also runs at C = 1 and C = B for each, the
+    example's C first."""
+    if ns.get("C") is None:
+        return [(size, None) for size in sizes]
+    points = []
+    for size in sizes:
+        example = size if ns["C"] == "b" else ns["C"]
+        points += [(size, c) for c in dict.fromkeys([example, 1, size])]
+    return points
+
+
+def make_inputs(ns: dict[str, Any], b: Any, c: Any = None) -> Any:
+    return ns["make_inputs"](b) if c is None else ns["make_inputs"](b, c)
+
+
+def _c_text(c: Any) -> str:
+    return "" if c is None else f", C={c}"
+
+
 def _check(ns: dict[str, Any], exporter: str) -> Outcome:
     import onnx
 
@@ -217,7 +238,8 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
     sizes = list(b) if b else [None]
     if b and ns.get("B_MIN", 4) <= 1 and 1 not in sizes:
         sizes.append(1)  # an edge program: B = 1 is declared, so the file must be right there
-    args = ns["make_inputs"](sizes[0]) if b else ns["make_inputs"]()
+    points = run_points(ns, sizes)
+    args = make_inputs(ns, *points[0]) if b else ns["make_inputs"]()
     atol, rtol = TOLERANCE[bool(ns.get("HALF"))]
     expected = _eager(module, args)
     try:
@@ -248,14 +270,14 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
         session = _session(proto)
     except Exception as e:
         return Outcome("runtime", "load: " + _first_lines(e), ops=ops)
-    for i, size in enumerate(sizes):
+    for i, (size, c) in enumerate(points):
         if i and fixed:  # the exporter said the model fixes B: a typed refusal
             return Outcome("export_error", "dynamic dim made static, as reported: "
                            + "; ".join(fixed)[:300] + _eager_at_one(ns, module, sizes),
                            typed=True, ops=ops)
         if i:
             try:
-                args = ns["make_inputs"](size)
+                args = make_inputs(ns, size, c)
                 expected = _eager(module, args)
             except Exception:
                 if size == 1:  # drawn over [B_MIN, B_MAX]: eager itself refuses B = 1
@@ -269,7 +291,8 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
         try:
             actual = session.run(None, dict(zip(names, feeds)))
         except Exception as e:
-            return Outcome("runtime", f"run (B={size}): " + _first_lines(e), ops=ops)
+            return Outcome("runtime", f"run (B={size}{_c_text(c)}): " + _first_lines(e),
+                           ops=ops)
         outs = [o.name for o in session.get_outputs()]
         try:
             result = compare(outs, expected, [np.asarray(a) for a in actual], atol, rtol)
@@ -286,7 +309,7 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
             o = bad[0]
             what = ("shape" if not o.shape_ok else "dtype" if not o.dtype_ok else
                     f"max abs err {o.max_abs_error:.3g} > {o.tolerance:.3g}")
-            where = f" at B={size}" if size is not None else ""
+            where = f" at B={size}{_c_text(c)}" if size is not None else ""
             idx = [x.name for x in result.outputs].index(o.name)
             detail = (f"output {idx}{where}: {what} (eager {tuple(expected[idx].shape)} "
                       f"{expected[idx].dtype}, onnx {tuple(np.asarray(actual[idx]).shape)} "

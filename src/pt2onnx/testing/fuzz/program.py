@@ -22,6 +22,9 @@ DTYPES = {
     torch.int64: "torch.int64", torch.int32: "torch.int32", torch.bool: "torch.bool",
 }
 B_MIN, B_MAX = 4, 64
+# A dim that is the second symbol C (an input that broadcasts against B: C is 1 or B at
+# run time; generator.with_second_dim).
+C_DIM: Dim = (-1, 0)
 
 
 def at(shape: Shape, b: int) -> tuple[int, ...]:
@@ -35,6 +38,8 @@ def static(*sizes: int) -> Shape:
 
 def dim_src(dim: Dim) -> str:
     c, d = dim
+    if dim == C_DIM:
+        return "c"
     if c == 0:
         return str(d)
     text = "b" if c == 1 else f"{c} * b"
@@ -100,6 +105,8 @@ class Program:
     # with_edges) the program is also run with B = 1, and its example may be 1.
     b_min: int = B_MIN
     half: bool = False  # float16 values flow through: looser tolerances
+    # The second symbol's example: None (no C), 1, or "b" (the same size as B).
+    c: int | str | None = None
     notes: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -154,6 +161,8 @@ def render(p: Program) -> str:
     lines.append(f"B = {p.b!r}  # (example, second) size of the dynamic dim; None: static")
     lines.append(f"HALF = {p.half!r}  # float16 values flow through (looser tolerance)")
     lines.append(f"B_MIN = {p.b_min!r}  # the smallest declared size of B (1: also run at 1)")
+    if p.c is not None:
+        lines.append(f"C = {p.c!r}  # the example of the second dynamic dim: 1, or 'b' (= B)")
     lines += HELPERS.splitlines()
     lines += ["", "", "class Program(torch.nn.Module):", "    def __init__(self):",
               "        super().__init__()", "        g = torch.Generator().manual_seed(SEED + 1)"]
@@ -172,17 +181,25 @@ def render(p: Program) -> str:
     outs = ", ".join(p.outputs) + ("," if len(p.outputs) == 1 else "")
     lines += [f"        return ({outs})", "", ""]
     b0 = p.b[0] if p.b else 5
-    lines += [f"def make_inputs(b={b0}):", "    g = torch.Generator().manual_seed(SEED)"]
+    if p.c is None:
+        lines += [f"def make_inputs(b={b0}):", "    g = torch.Generator().manual_seed(SEED)"]
+    else:  # C is 1 or B at run time; the example's by default
+        lines += [f"def make_inputs(b={b0}, c=None):",
+                  "    c = (b if C == 'b' else C) if c is None else c",
+                  "    g = torch.Generator().manual_seed(SEED)"]
     for x in inputs:
         lines.append(f"    {x.name} = {x.make_src()}")
     names = ", ".join(x.name for x in inputs) + ("," if len(inputs) == 1 else "")
     lines += [f"    return ({names})", "", ""]
     lines += ["def dynamic_shapes():", "    if B is None:", "        return None",
               f'    b = torch.export.Dim("B", min=B_MIN, max={B_MAX})']
+    if p.c is not None:
+        lines.append(f'    c = torch.export.Dim("C", min=1, max={B_MAX})')
     specs = []
     for x in inputs:
-        axes = {i: c for i, (c, _) in enumerate(x.shape) if c}
-        specs.append("{" + ", ".join(f"{i}: b" for i in axes) + "}" if axes else "None")
+        axes = {i: ("c" if dim == C_DIM else "b") for i, dim in enumerate(x.shape) if dim[0]}
+        specs.append("{" + ", ".join(f"{i}: {n}" for i, n in axes.items()) + "}"
+                     if axes else "None")
     inner = ", ".join(specs) + ("," if len(specs) == 1 else "")
     lines += [f"    return ({inner})", ""]
     return "\n".join(lines)
