@@ -145,9 +145,7 @@ def dynamic_axes_to_shapes(
                     f"{tensor.dim()} dims (shape {list(tensor.shape)}). Next step: use an axis "
                     f"between 0 and {tensor.dim() - 1}."
                 )
-            safe = re.sub(r"\W", "_", str(dim_name))
-            safe = safe if safe and not safe[0].isdigit() else "d_" + safe
-            spec[axis % tensor.dim()] = dims.setdefault(safe, Dim(safe))
+            spec[axis % tensor.dim()] = dim_named(str(dim_name), dims)
         chosen[index] = spec
     names = [n for n, _ in leaves]
     if unknown and not chosen:
@@ -172,6 +170,14 @@ def dynamic_axes_to_shapes(
     return shapes, warnings
 
 
+def dim_named(name: str, dims: dict[str, Any]) -> Any:
+    """The ``Dim`` for an axis name (one per name in ``dims``): the name made a Python
+    identifier, as torch.export wants Dim names."""
+    safe = re.sub(r"\W", "_", name)
+    safe = safe if safe and not safe[0].isdigit() else "d_" + safe
+    return dims.setdefault(safe, Dim(safe))
+
+
 def named_dims(spec: Any) -> Any:
     """A dynamic_shapes spec with each axis given as a string (``{0: "batch"}``, as
     torch.onnx's dynamo exporter takes them) as a ``Dim`` of that name: one Dim per name,
@@ -180,9 +186,7 @@ def named_dims(spec: Any) -> Any:
 
     def walk(s: Any) -> Any:
         if isinstance(s, str):
-            safe = re.sub(r"\W", "_", s)
-            safe = safe if safe and not safe[0].isdigit() else "d_" + safe
-            return dims.setdefault(safe, Dim(safe))
+            return dim_named(s, dims)
         if isinstance(s, dict):
             return {k: walk(v) for k, v in s.items()}
         if isinstance(s, (list, tuple)):
