@@ -199,3 +199,39 @@ def test_a_write_through_an_alias_is_never_recorded(model):
 def test_a_write_through_detach_still_matches():
     prog = pt2onnx.export(WritesThroughDetach(), (torch.randn(3, 4),))
     _matches(prog, WritesThroughDetach(), torch.randn(3, 4))
+
+
+class _InplaceKeepsDtype(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("shift", torch.randn(5))
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        # Constants only (folded at export), as in the fuzz program, and the same from
+        # an input.
+        c = torch.arange(x.shape[0]).to(torch.float16)
+        c += self.shift  # float32 into float16: the result stays float16
+        v = x.to(torch.float16) * 2
+        v += self.shift
+        w = (x > 0).to(torch.int32)
+        w += torch.ones(5, dtype=torch.int64)  # int64 into int32: stays int32
+        return torch.minimum(c, c), torch.minimum(v, v), w * 3
+
+
+def test_an_inplace_op_keeps_its_targets_dtype():
+    """The recording writes an in-place op on a fresh value as its functional form, which
+    promotes; the in-place op keeps the target's dtype, so a cast follows (fuzz seed
+    2612, program 10707: the file failed onnx's check)."""
+    import onnx
+
+    model = _InplaceKeepsDtype()
+    x = torch.randn(5) * 3
+    prog, strategy = _export(model, x)
+    assert strategy == RECORDED
+    onnx.checker.check_model(prog.model_proto, full_check=True)
+    got, want = prog.run(x), model(x)
+    assert [g.dtype for g in got] == ["float16", "float16", "int32"]
+    torch.testing.assert_close(torch.from_numpy(got[0]), want[0])
+    # float16: onnxruntime may keep x * 2 in float32 before the add (one rounding less)
+    torch.testing.assert_close(torch.from_numpy(got[1]), want[1], rtol=1e-3, atol=4e-3)
+    torch.testing.assert_close(torch.from_numpy(got[2]), want[2])

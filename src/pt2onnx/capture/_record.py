@@ -350,7 +350,19 @@ class _Dispatch(TorchDispatchMode):
             raise Unrecordable(f"{func} mutates a tensor that has views")
         out = func(*args, **kwargs)
         # The functional op's node now stands for the mutated tensor; earlier users keep
-        # the node of its old value.
+        # the node of its old value. An in-place op keeps its target's dtype, where the
+        # functional one promotes (a float16 ``v += float32_buffer``): then a cast follows.
+        margs, mkwargs = rec.fake((args, kwargs))
+        try:
+            natural = functional(*margs, **mkwargs)
+        except Exception:
+            natural = None
+        if isinstance(natural, torch.Tensor) and isinstance(out, torch.Tensor) and (
+                natural.dtype != out.dtype):
+            rec.record(functional, args, kwargs, natural, inputs)
+            rec.record(aten._to_copy.default, (natural,), {"dtype": out.dtype}, out,
+                       [rec.node_of(natural)])
+            return out
         rec.record(functional, args, kwargs, out, inputs)
         return out
 
