@@ -114,11 +114,19 @@ def test_sam_int16_sum_loads() -> None:
     _check(lambda m: m.flatten(-2).sum(-1, dtype=torch.int16), masks)
 
 
-def test_bool_and_uint16_selection() -> None:
+def test_bool_selection() -> None:
     m = torch.rand(4, 5) > 0.5
     a, b = torch.rand(4, 5) > 0.3, torch.rand(4, 5) > 0.6
     _check(lambda c, x, y: torch.where(c, x, y), m, a, b)
+
+
+def test_uint16_selection() -> None:
+    m = torch.rand(4, 5) > 0.5
     u = torch.arange(20, dtype=torch.int32).reshape(4, 5).to(torch.uint16)
+    try:
+        torch.where(m, u, u.flip(0))
+    except NotImplementedError as e:  # torch 2.12: "where_cpu" not implemented for 'UInt16'
+        pytest.skip(f"this torch has no uint16 where in eager: {e}")
     _check(lambda c, x: torch.where(c, x, x.flip(0)), m, u)
 
 
