@@ -172,6 +172,44 @@ if __name__ == "__main__":
     print("cycles:", cycles(graph()))
 
 
+def _folder(module: str, known: dict[str, Path]) -> str:
+    return module if known[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def private_crossings() -> list[str]:
+    """``a uses b._name`` where ``b`` is a module of another folder: imported by name
+    (``from b import _name``) or read as an attribute (``b._name``)."""
+    known = modules()
+    found: set[str] = set()
+    for name, path in known.items():
+        tree = ast.parse(path.read_text())
+        alias: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pt2onnx"):
+                source = node.module or ""
+                for a in node.names:
+                    if f"{source}.{a.name}" in known:
+                        alias[a.asname or a.name] = f"{source}.{a.name}"
+                    elif (a.name.startswith("_") and source in known
+                          and _folder(source, known) != _folder(name, known)):
+                        found.add(f"{name} imports {source}.{a.name}")
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in alias and node.attr.startswith("_")
+                    and not node.attr.startswith("__")):
+                source = alias[node.value.id]
+                if _folder(source, known) != _folder(name, known):
+                    found.add(f"{name} reads {source}.{node.attr}")
+    return sorted(found)
+
+
+def test_no_private_names_across_folders() -> None:
+    """A folder's private names (``_name``) are its own: what another folder needs is
+    public in the module that owns it."""
+    found = private_crossings()
+    assert not found, "private names used across folders:\n" + "\n".join(found)
+
+
 def test_the_checks_can_fail() -> None:
     """The cycle search and the layer lookup on made-up graphs: a cycle is found, and an
     import from a layer-2 module into capture (layer 3) is upward."""

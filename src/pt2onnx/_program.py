@@ -264,7 +264,7 @@ class OnnxProgram:
 
         known = _resize.known_values(self._program, *example)
         ones = {s: 1 for s, v in known.items()
-                if v != 1 and _size_one._ones_allowed(self._program, s)}
+                if v != 1 and _size_one.ones_allowed(self._program, s)}
         if not ones:
             return None
         resized = _resize.example_at(self._program, {**known, **ones}, *example)

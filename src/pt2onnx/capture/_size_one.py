@@ -65,7 +65,7 @@ def root_symbols(program: torch.export.ExportedProgram) -> dict[sympy.Symbol, in
     return known_values(program)
 
 
-def _ones_allowed(program: torch.export.ExportedProgram, sym: sympy.Symbol) -> bool:
+def ones_allowed(program: torch.export.ExportedProgram, sym: sympy.Symbol) -> bool:
     ranges = {str(k): v for k, v in program.range_constraints.items()}
     vr = ranges.get(str(sym))
     if vr is None:
@@ -244,7 +244,7 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
     if _TRUSTED.get():
         return [], []
     known = root_symbols(program)
-    ones = [s for s in known if _ones_allowed(program, s)]
+    ones = [s for s in known if ones_allowed(program, s)]
     if not ones:
         return [], []
     configs = [[s] for s in ones] + ([ones] if len(ones) > 1 else [])

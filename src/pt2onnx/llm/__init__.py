@@ -1,4 +1,8 @@
-"""Decoder export for generation: ``export_llm`` writes a folder onnxruntime-genai runs."""
+"""Decoder export for generation: ``export_llm`` writes a folder onnxruntime-genai runs.
+
+May import: ``_api`` and every stage below it. Must not import: the package's
+``__init__`` (``import pt2onnx``), ``cli``, ``testing``.
+"""
 
 from pt2onnx.llm._export import LLMExport, export_llm
 from pt2onnx.llm._quant import quantize_rtn

@@ -34,7 +34,7 @@ import torch
 from pt2onnx import _compat
 from pt2onnx.errors import SaveError
 from pt2onnx.save._save import is_meta
-from pt2onnx.save._weights import WeightSource, _Safetensors
+from pt2onnx.save._weights import Safetensors, WeightSource
 from pt2onnx.translate._builder import torch_dtype
 
 ENV = "PT2ONNX_LLM_META"  # "0": load with from_pretrained instead
@@ -53,7 +53,7 @@ class Checkpoint(WeightSource):
     the wrapper's names (``model.<name>``), each in the dtype :func:`attach` noted.
     """
 
-    def __init__(self, source: _Safetensors, names: dict[str, str]) -> None:
+    def __init__(self, source: Safetensors, names: dict[str, str]) -> None:
         self.source = source
         self.names = names  # the model's name -> the checkpoint's (tied names share one)
         self.dtypes: dict[str, torch.dtype] = {}  # the graph's dtype of each name
@@ -163,7 +163,7 @@ def load(folder: Path, config: Any, dtype: torch.dtype) -> tuple[torch.nn.Module
     if keep and dtype != torch.float32:
         raise NotStreamable(f"{type(model).__name__} keeps {', '.join(keep)} in float32 "
                             "when loaded in half precision")
-    source = _Safetensors(files)
+    source = Safetensors(files)
     checkpoint = Checkpoint(source, _resolve(model, source.index))
     _fill_buffers(model, checkpoint)
     _generation_config(model, folder)

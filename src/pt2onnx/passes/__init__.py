@@ -1,7 +1,12 @@
 """ONNX passes run after translation. Each pass is one file with its own test.
 
 Rules emit the graph right the first time, so the optimizer is small: dead
-code, common subexpressions and identity removal, all linear in graph size.
+code, common subexpressions and identity removal, all linear in graph size, and the
+rewrites every written file gets (onnxruntime's CPU types, its fusions that change
+results).
+
+May import: ``translate._builder`` (dtypes), ``_compat``, ``errors``, onnx_ir. Must not
+import: ``capture``, ``frontends``, ``rules``, ``save`` or anything above them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,12 @@
 """Built-in translation rules, one module per op family.
 
 Importing this package registers every rule in ``pt2onnx.translate._registry.REGISTRY``.
+A rule reads only its own inputs (a rewrite that looks at neighbouring nodes is a pass,
+``pt2onnx.passes``).
+
+May import: ``translate`` (the builder, the registry), ``frontends`` (the custom ops it
+translates), ``_compat``, ``errors``. Must not import: ``capture``, ``save``, ``passes``
+or anything above them.
 """
 
 from pt2onnx.rules import (  # noqa: F401

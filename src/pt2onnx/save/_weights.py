@@ -75,7 +75,7 @@ class _Callable(WeightSource):
         return self.fn(name)
 
 
-class _Safetensors(WeightSource):
+class Safetensors(WeightSource):
     """Reads tensors from safetensors files by offset, without mapping the files."""
 
     def __init__(self, files: Sequence[Path]) -> None:
@@ -130,7 +130,7 @@ def weight_source(weights: Any) -> WeightSource:
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise SaveError(f"weights file(s) not found: {missing}")
-    return _Safetensors(paths)
+    return Safetensors(paths)
 
 
 def write_safetensors(path: str | os.PathLike[str], tensors: Mapping[str, Any],
