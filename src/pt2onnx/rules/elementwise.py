@@ -10,7 +10,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.rules._common import aten, is_float, operand, result_dtype
-from pt2onnx.translate._builder import RuleContext, onnx_dtype
+from pt2onnx.translate._builder import RuleContext, onnx_dtype, torch_dtype
 from pt2onnx.translate._registry import translation
 
 # -- unary -------------------------------------------------------------------
@@ -359,6 +359,14 @@ def clamp(g: RuleContext, x: ir.Value, min: Any = None, max: Any = None) -> ir.V
     x = g.cast(x, dtype)
     scalar = all(v is None or isinstance(v, (int, float)) for v in (min, max))
     if scalar and dtype not in (ir.DataType.BOOL,):
+        if not is_float(dtype):
+            # A bound outside an integer type's range: torch 2.13 wraps it (-3 is 253 in
+            # uint8), 2.15 saturates it. The bounds torch uses are what its clamp makes
+            # of the type's extremes; Clip with those is torch's clamp for every value.
+            info = torch.iinfo(torch_dtype(dtype))
+            ends = torch.tensor([info.min, info.max], dtype=torch_dtype(dtype))
+            lo_hi = torch.clamp(ends, min=min, max=max).tolist()
+            return g.op.Clip(x, g.const(lo_hi[0], dtype), g.const(lo_hi[1], dtype))
         lo = g.const(min, dtype) if min is not None else None
         hi = g.const(max, dtype) if max is not None else None
         return g.op.Clip(x, lo, hi)
