@@ -398,6 +398,8 @@ def clamp_max(g: RuleContext, x: ir.Value, max: Any) -> ir.Value:
 @translation(aten.hardtanh.default)
 def hardtanh(g: RuleContext, x: ir.Value, min_val: float = -1.0, max_val: float = 1.0) -> ir.Value:
     """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
+    if not is_float(g.dtype):  # an integer tensor: the default -1 is outside uint8
+        return clamp(g, x, min_val, max_val)
     return g.op.Clip(x, g.const(min_val, g.dtype), g.const(max_val, g.dtype))
 
 
