@@ -212,6 +212,26 @@ def test_declared_dim_the_model_fixes_names_the_guard():
 
 
 def test_related_dims_are_tied_with_a_warning():
+    """cat along dim 1 needs a = b: torch.export ties them, the warning says so, and the
+    file names both dims a."""
+
+    class Cat(nn.Module):
+        def forward(self, x, y):
+            return torch.cat([x, y], 1)
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        prog = pt2onnx.export(Cat(), (torch.randn(1, 3), torch.randn(1, 2)),
+                              dynamic_shapes=({0: Dim("a")}, {0: Dim("b")}))
+    assert any("b = a" in str(w.message) for w in record)
+    assert [str(v.shape) for v in prog.model.graph.inputs] == ["[a,3]", "[a,2]"]
+    _check(prog, [((torch.randn(n, 3), torch.randn(n, 2)), {}) for n in (1, 2, 5)])
+
+
+def test_dims_that_broadcast_are_not_tied():
+    """x + y: torch.export ties b to a, but eager also runs with either one 1, so the
+    file keeps both names and is right there (issue 26)."""
+
     class Add(nn.Module):
         def forward(self, x, y):
             return x + y
@@ -220,8 +240,11 @@ def test_related_dims_are_tied_with_a_warning():
         warnings.simplefilter("always")
         prog = pt2onnx.export(Add(), (torch.randn(1, 3), torch.randn(1, 3)),
                               dynamic_shapes=({0: Dim("a")}, {0: Dim("b")}))
-    assert any("b = a" in str(w.message) for w in record)
-    _check(prog, [((torch.randn(n, 3), torch.randn(n, 3)), {}) for n in (1, 2, 5)])
+    assert any("a and b broadcast" in str(w.message) for w in record)
+    assert not prog.report.dynamic_refinements
+    assert [str(v.shape) for v in prog.model.graph.inputs] == ["[a,3]", "[b,3]"]
+    _check(prog, [((torch.randn(n, 3), torch.randn(m, 3)), {})
+                  for n, m in ((1, 1), (2, 2), (5, 1), (1, 5))])
 
 
 def test_structure_mismatch_has_its_own_message():

@@ -203,6 +203,47 @@ def test_broadcasting_between_two_dynamic_dims_either_side_1(tmp_path):
     _run_at(path, model, lambda _: tuple(torch.randn(n, 3) for n in next(pairs)), range(4))
 
 
+BROADCASTS = {
+    # name: (fn, x's and y's feature sizes, the (b, c) eager accepts)
+    "add": (lambda x, y: x + y, (4, 4), None),
+    "where with a broadcast mask": (lambda x, m: torch.where(m > 0, x, 0.0).sum(0), (4, 4),
+                                    None),
+    "expand to the other's size": (lambda x, y: (y.expand(x.shape[0], -1) * 2, x + y),
+                                   (4, 4), "c<=b"),
+    "a size read from the broadcast": (
+        lambda x, y: (x * y).sum(0, keepdim=True) / (x * y).shape[0], (4, 4), None),
+    "squeeze of the broadcast": (lambda x, y: (x * y).squeeze(0), (4, 4), None),
+    "matmul batch": (lambda x, y: torch.matmul(x, y), (2, 3, 4), None),
+}
+
+
+@pytest.mark.parametrize("example", [(3, 1), (1, 3)], ids=["c=1", "b=1"])
+@pytest.mark.parametrize("case", list(BROADCASTS))
+def test_two_dynamic_dims_that_broadcast_from_a_size_1_example(tmp_path, case, example):
+    """x (b, ...) against y (c, ...), one of them 1 in the example: torch.export can only
+    capture them equal (its size-oblivious broadcast), from an example grown to equal
+    sizes. The file takes b = c, b = 1 or c = 1, each name kept, and is right at each
+    pair eager accepts (issue 26)."""
+    fn, feat, accepts = BROADCASTS[case]
+    model = Two(fn)
+    b0, c0 = example
+
+    def inputs(b, c):
+        if case == "matmul batch":
+            return torch.randn(b, 2, 3), torch.randn(c, 3, 4)
+        return torch.randn(b, feat[0]), torch.randn(c, feat[1])
+
+    if accepts == "c<=b" and c0 > b0:
+        b0, c0 = c0, b0
+    path = tmp_path / "m.onnx"
+    prog = pt2onnx.export(model, inputs(b0, c0), path, input_names=["x", "y"],
+                          dynamic_axes={"x": {0: "b"}, "y": {0: "c"}})
+    assert [str(v.shape).split(",")[0] for v in prog.model.graph.inputs] == ["[b", "[c"]
+    pairs = [(1, 1), (3, 1), (4, 4), (1, 3)] if accepts is None else [(1, 1), (3, 1), (4, 4)]
+    points = iter(pairs)
+    _run_at(path, model, lambda _: inputs(*next(points)), range(len(pairs)))
+
+
 def test_a_difference_at_size_1_that_changes_nothing_is_run_and_kept(tmp_path):
     """A branch on size 1 that computes the same values: the captures differ, the written
     graph is run at size 1, matches, and the export goes on."""

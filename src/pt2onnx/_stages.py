@@ -81,6 +81,7 @@ class Stages:
         # user's rule for one of them could never fire: such exports go to torch.export.
         self.record = not any(_capture.composite(op) for op in call.custom)
         self.dim_names: list[dict[int, str]] | None = None
+        self.tie_sizes: dict[str, list[tuple[int, int]]] = {}
 
     # -- rules ------------------------------------------------------------------------
     def has_rule(self, op: Any) -> bool:
@@ -153,6 +154,12 @@ class Stages:
         self.dim_names = _capture.user_dim_names(
             call.model, *_example_of(captured, call.args, call.kwargs), self.dynamic_shapes,
             captured.program)
+        for tie in captured.ties:  # dims that broadcast: each input keeps its own name
+            for name, positions in tie.names.items():
+                for i, axis in positions:
+                    if i < len(self.dim_names):
+                        self.dim_names[i][axis] = name
+            self.tie_sizes[str(tie.symbol)] = [p for ps in tie.names.values() for p in ps]
 
     # -- decompose and translate ------------------------------------------------------
     def decompose(self, captured: _capture.CaptureResult) -> torch.export.ExportedProgram:
@@ -179,14 +186,17 @@ class Stages:
         return program
 
     def _translator(self, program: torch.export.ExportedProgram,
-                    dim_names: list[dict[int, str]] | None) -> Translator:
+                    dim_names: list[dict[int, str]] | None,
+                    tie_sizes: dict[str, list[tuple[int, int]]] | None = None) -> Translator:
         call = self.call
-        return Translator(program, self.registry, call.opset, dict(call.custom),
-                          call.input_names, call.output_names, dim_names)
+        translator = Translator(program, self.registry, call.opset, dict(call.custom),
+                                call.input_names, call.output_names, dim_names)
+        translator.tie_sizes = tie_sizes or {}
+        return translator
 
     def _translate_once(self, program: torch.export.ExportedProgram,
                         ) -> tuple[Translator, ir.Model]:
-        translator = self._translator(program, self.dim_names)
+        translator = self._translator(program, self.dim_names, self.tie_sizes)
         return translator, translator.run()
 
     def _translate_all(self, captured: _capture.CaptureResult,

@@ -40,6 +40,9 @@ class CaptureResult:
     # Size-1 points where a static capture differs from the dynamic one (capture/_size_one.py):
     # the written graph is run there before it is saved.
     size_one: list[Any] = field(default_factory=list)
+    # Declared dims torch.export tied that the model runs apart (one of them 1): the
+    # file keeps their names (capture/_size_one.py's Tie).
+    ties: list[Any] = field(default_factory=list)
 
 
 class _CallableModule(torch.nn.Module):
@@ -296,16 +299,25 @@ def _capture_module(
                 # The dynamic_shapes spec is wrong; strict mode would say the same.
                 raise CaptureError(_spec_error_message(exc)) from None
             continue
-        notes = [f"dynamic shapes refined: {n}" for n in refined.notes] + refined.assumed
+        positions = _declared_positions(module, args, kwargs, dynamic_shapes)
+        ties = _size_one.ties(refined.program, positions)
         checked, unproved = _size_one.check(
-            module, refined.program, strict,
-            _symbol_names(module, args, kwargs, dynamic_shapes, refined))
+            module, refined.program, strict, _symbol_names(positions, refined), ties)
+        separate = [t for t in ties if t.separate]
+        untied = {n for t in separate for n in t.names}
+        refinements = [n for n in refined.notes
+                       if not any(n.startswith(f"{name} tied to other dims:") for name in untied)]
+        notes = [f"dynamic shapes refined: {n}" for n in refinements] + refined.assumed
+        notes += [f"{' and '.join(t.names)} broadcast against each other: torch.export "
+                  "captured them as one size, and the model also runs where one of them is 1 "
+                  "and the other is not; the file keeps each name, and takes them equal or "
+                  "either one 1 (each such point was checked)" for t in separate]
         notes += checked
         return CaptureResult(
             refined.program, f"torch.export(strict={strict})", errors, warnings=notes,
             dynamic_shapes=refined.dynamic_shapes, example=refined.example,
-            refinements=refined.notes,
-            fixed_axes=refined.fixed, size_one=unproved,
+            refinements=refinements,
+            fixed_axes=refined.fixed, size_one=unproved, ties=separate,
         )
     if dynamic_shapes is not None:
         # A trace has static shapes: writing one would drop the declared axes quietly.
@@ -340,22 +352,28 @@ def _capture_module(
     return CaptureResult(ep, "trace (make_fx)", errors, traced=True, warnings=[warning, *notes])
 
 
-def _symbol_names(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+def _declared_positions(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                        spec: Any) -> list[tuple[str, int, int]]:
+    """(name, tensor input index, axis) of each named declared dim."""
+    inputs = _dynamic.bound_inputs(module, args, kwargs)
+    order = {name: i for i, (name, _) in enumerate(_dynamic.tensor_leaves(inputs))}
+    return [(a.name, order[a.input], a.axis) for a in _dynamic.declared_axes(inputs, spec)
+            if a.name is not None and a.input in order]
+
+
+def _symbol_names(positions: list[tuple[str, int, int]],
                   refined: _dynamic.Refined) -> dict[Any, str]:
     """Each symbol of the program's input shapes -> the user's name for that dim."""
     from pt2onnx.capture._resize import _user_shapes
 
-    inputs = _dynamic.bound_inputs(module, args, kwargs)
-    order = {name: i for i, (name, _) in enumerate(_dynamic.tensor_leaves(inputs))}
     shapes = _user_shapes(refined.program)
     names: dict[Any, str] = {}
-    for a in _dynamic.declared_axes(inputs, spec):
-        i = order.get(a.input)
-        if a.name is None or i is None or i >= len(shapes) or a.axis >= len(shapes[i]):
+    for name, i, axis in positions:
+        if i >= len(shapes) or axis >= len(shapes[i]):
             continue
-        d = shapes[i][a.axis]
+        d = shapes[i][axis]
         if isinstance(d, torch.SymInt):
-            names.setdefault(d.node.expr, a.name)
+            names.setdefault(d.node.expr, name)
     return names
 
 

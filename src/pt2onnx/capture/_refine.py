@@ -46,10 +46,9 @@ def export_refined(
     inputs = bound_inputs(module, args, kwargs)
     declared = declared_axes(inputs, spec)
     _check_ranges(declared)
-    from pt2onnx.capture._resize import scaled_example  # sympy: only for dynamic exports
+    from pt2onnx.capture._resize import scaled_examples  # sympy: only for dynamic exports
 
-    scaled = scaled_example(args, kwargs, inputs, declared)
-    if scaled is not None:
+    for scaled in scaled_examples(args, kwargs, inputs, declared):
         # No declared dim is 1 there, so an ordinary capture does not specialise, and
         # it states every bound and relation it needs as a suggested fix.
         try:

@@ -151,30 +151,50 @@ def _reshaped(t: torch.Tensor, shape: list[int]) -> torch.Tensor:
     return out.clone(memory_format=torch.contiguous_format)
 
 
-def scaled_example(
+def scaled_examples(
     args: tuple[Any, ...], kwargs: dict[str, Any], inputs: dict[str, Any],
     declared: list[DeclaredAxis],
-) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-    """The example with every declared dim doubled, when one of them has size 1.
+) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """The example with every declared dim grown, when one of them has size 1: the
+    inputs to try capturing on, in order.
 
     Even size-obliviously, a size-1 example can steer torch.export into a graph that
     is wrong at other sizes (T5's attention, traced at batch 1, reshapes by
     ``heads // batch``). Doubling every declared dim, not only the size-1 ones, keeps
-    relations such as total = past + seq; the repeated values stay valid inputs. None
-    when no declared dim has size 1, or when doubling leaves a Dim's range.
+    relations such as total = past + seq; the repeated values stay valid inputs. Where
+    a size-1 dim broadcasts against another declared dim (``x + y`` with ``y``'s ``c``
+    at 1 and ``x``'s ``b`` at 3), doubling gives sizes the model rejects (6 against 2),
+    so the second candidate grows the size-1 dims to the others' doubled size. Empty
+    when no declared dim has size 1, or when growing leaves a Dim's range.
     """
     if not any(a.size == 1 for a in declared):
-        return None
+        return []
     # Dim.AUTO axes may be ones the model fixes (a feature size): only their 1s grow.
     declared = [a for a in declared if a.name is not None or a.size == 1]
-    if any(isinstance(getattr(a.dim, "max", None), int) and 2 * a.size > a.dim.max
+    others = sorted({2 * a.size for a in declared if a.size > 1 and a.name is not None})
+    found = []
+    for ones_to in [None, *others[-1:]]:
+        grown = _grown(args, kwargs, inputs, declared, ones_to)
+        if grown is not None:
+            found.append(grown)
+    return found
+
+
+def _grown(
+    args: tuple[Any, ...], kwargs: dict[str, Any], inputs: dict[str, Any],
+    declared: list[DeclaredAxis], ones_to: int | None,
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    def target(a: DeclaredAxis) -> int:
+        return ones_to if ones_to is not None and a.size == 1 else 2 * a.size
+
+    if any(isinstance(getattr(a.dim, "max", None), int) and target(a) > a.dim.max
            for a in declared):
         return None
     targets: dict[str, list[int]] = {}
     tensors = dict(tensor_leaves(inputs))
     for a in declared:
         shape = targets.setdefault(a.input, list(tensors[a.input].shape))
-        shape[a.axis] = 2 * a.size
+        shape[a.axis] = target(a)
     by_id = {id(tensors[name]): shape for name, shape in targets.items()}
 
     def grow(x: Any) -> Any:

@@ -212,6 +212,101 @@ class Unproved:
     symbols: list[Any] = field(default_factory=list)  # the symbols at 1 there
     dim_names: list[str] = field(default_factory=list)  # their Dim names
     where: str = ""  # the model line of the first difference
+    # (tensor input index, axis) whose sizes, all 1, pick the branch; None: the
+    # symbol's first input dim
+    positions: list[tuple[int, int]] | None = None
+
+
+@dataclass
+class Tie:
+    """Declared dims that torch.export tied into one symbol (``c = b``, from a broadcast
+    ``x + y`` it captured as if neither could be 1). The model may still run with one
+    side at 1 and the other not: then each side is a size-1 point of its own, and the
+    file keeps the declared names apart (``separate``)."""
+
+    symbol: Any
+    names: dict[str, list[tuple[int, int]]]  # declared name -> (tensor input index, axis)
+    separate: bool = False
+
+
+def ties(program: torch.export.ExportedProgram, axes: list[tuple[str, int, int]],
+         ) -> list[Tie]:
+    """The ties among ``axes`` ((declared name, tensor input index, axis)): names whose
+    input dims the program holds as one plain symbol."""
+    from pt2onnx.capture._resize import _user_shapes
+
+    shapes = _user_shapes(program)
+    groups: dict[Any, dict[str, list[tuple[int, int]]]] = {}
+    for name, i, axis in axes:
+        if i >= len(shapes) or axis >= len(shapes[i]):
+            continue
+        d = shapes[i][axis]
+        if isinstance(d, torch.SymInt) and isinstance(d.node.expr, sympy.Symbol):
+            groups.setdefault(d.node.expr, {}).setdefault(name, []).append((i, axis))
+    return [Tie(sym, names) for sym, names in groups.items() if len(names) > 1]
+
+
+def _one_side(program: torch.export.ExportedProgram, positions: list[tuple[int, int]],
+              ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """The program's example with the dims at ``positions`` set to 1."""
+    from pt2onnx.capture._resize import _leaves, _reshaped
+
+    args, kwargs = program.example_inputs or ((), {})
+    found = _leaves(program, tuple(args), dict(kwargs))
+    if found is None:
+        return None
+    leaves, spec, tensors, _ = found
+    leaves = list(leaves)
+    for i, axis in positions:
+        t = leaves[tensors[i]]
+        leaves[tensors[i]] = _reshaped(t, [1 if a == axis else n for a, n in enumerate(t.shape)])
+    args1, kwargs1 = torch.utils._pytree.tree_unflatten(leaves, spec)
+    return tuple(args1), dict(kwargs1)
+
+
+def _tie_points(module: torch.nn.Module, program: torch.export.ExportedProgram,
+                strict: bool, found: list[Tie],
+                ) -> tuple[list[str], list[Unproved]]:
+    """Each side of each tie at 1, the other at the example's size, where the model runs
+    there: compared with a static capture like any size-1 point."""
+    from pt2onnx.capture._dynamic import _export
+
+    known = root_symbols(program)
+    notes: list[str] = []
+    unproved: list[Unproved] = []
+    for tie in found:
+        if not ones_allowed(program, tie.symbol) or tie.symbol not in known:
+            continue
+        for name, positions in tie.names.items():
+            others = ", ".join(n for n in tie.names if n != name)
+            label = f"{name}=1 ({others}={known[tie.symbol]})"
+            example = _one_side(program, positions)
+            if example is None:
+                notes.append(f"{label} not checked: the inputs could not be resized")
+                continue
+            args1, kwargs1 = example
+            try:
+                with torch.no_grad():
+                    module(*args1, **kwargs1)
+            except Exception:
+                continue  # the model itself needs {name} = {others} there: a real tie
+            tie.separate = True
+            try:
+                with torch.no_grad():
+                    at_one = _export(module, args1, kwargs1, None, strict)
+            except Exception as exc:
+                why = (str(exc).strip().splitlines() or [""])[0][:200]
+                notes.append(f"size 1 not checked for {label}: the model does not capture "
+                             f"at that size ({type(exc).__name__}: {why})")
+                continue
+            diff = first_difference(program, at_one, known)
+            if diff is not None:
+                first = diff[0] or diff[1]
+                unproved.append(Unproved(
+                    label, args1, kwargs1,
+                    _message(diff, label, [tie.symbol], {tie.symbol: name}), [tie.symbol],
+                    [name], _where(first.node) if first is not None else "", positions[:1]))
+    return notes, unproved
 
 
 _TRUSTED: contextvars.ContextVar[str] = contextvars.ContextVar("size_one_trusted", default="")
@@ -230,7 +325,8 @@ def trusted(why: str) -> Iterator[None]:
 
 
 def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
-          strict: bool, names: dict[Any, str]) -> tuple[list[str], list[Unproved]]:
+          strict: bool, names: dict[Any, str], found_ties: list[Tie] | None = None,
+          ) -> tuple[list[str], list[Unproved]]:
     """Compares ``program`` with a static capture at each size-1 point its ranges allow.
 
     Returns notes on the points that could not be checked, and the points where the
@@ -248,11 +344,13 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
     if not ones:
         return [], []
     configs = [[s] for s in ones] + ([ones] if len(ones) > 1 else [])
-    notes: list[str] = []
-    unproved: list[Unproved] = []
+    notes, unproved = _tie_points(module, program, strict, found_ties or [])
+    # A tie the model runs apart is a dim per name: at the symbol's 1, all are 1.
+    apart = {t.symbol: t for t in found_ties or [] if t.separate}
+    names = {**names, **{s: ", ".join(t.names) for s, t in apart.items()}}
     for config in configs:
         values = {**known, **{s: 1 for s in config}}
-        label = ", ".join(f"{names.get(s, str(s))}=1" for s in config)
+        label = ", ".join(f"{n}=1" for s in config for n in names.get(s, str(s)).split(", "))
         example = example_at(program, values)
         if example is None:
             notes.append(f"size 1 not checked for {label}: the inputs could not be resized")
@@ -269,10 +367,12 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
         found = first_difference(program, at_one, values)
         if found is not None:
             first = found[0] or found[1]
+            tie = apart.get(config[0]) if len(config) == 1 else None
             unproved.append(Unproved(
                 label, args1, kwargs1, _message(found, label, config, names), list(config),
-                [names[s] for s in config if s in names],
-                _where(first.node) if first is not None else ""))
+                [n for s in config if s in names for n in names[s].split(", ")],
+                _where(first.node) if first is not None else "",
+                [p[0] for p in tie.names.values()] if tie is not None else None))
     return notes, unproved
 
 
@@ -294,6 +394,16 @@ def _run(prog: Any, point: Unproved) -> str | None:
     return None if result.ok else str(result)
 
 
+def _position(captured: Any, point: Unproved) -> list[tuple[int, int]] | None:
+    from pt2onnx.capture._size_one_merge import input_position
+
+    if point.positions is not None:
+        return point.positions
+    found = input_position(captured.program, point.symbols[0]) if len(
+        point.symbols) == 1 else None
+    return None if found is None else [found]
+
+
 def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
     """Runs the written graph at each unproved size-1 point against eager PyTorch.
 
@@ -303,7 +413,7 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
     :class:`~pt2onnx.errors.SizeOneError` where a point stays wrong. Returns notes."""
     import copy
 
-    from pt2onnx.capture._size_one_merge import input_position, merge_at_one
+    from pt2onnx.capture._size_one_merge import merge_at_one
 
     notes = []
     branched = False
@@ -313,8 +423,7 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
                 prog._module(*copy.deepcopy(point.args), **copy.deepcopy(point.kwargs))
         except Exception as exc:  # the resized inputs are not valid for the model
             why = f"{type(exc).__name__}: {str(exc)[:150]}"
-            where = input_position(captured.program, point.symbols[0]) if len(
-                point.symbols) == 1 else None
+            where = _position(captured, point)
             if branched or where is None:
                 notes.append(f"{point.label}: not checked, the model itself fails on the "
                              f"example resized there ({why})")
@@ -322,7 +431,7 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
             # The captures differ there and nothing can be run to tell whether that
             # matters (an index the example holds is out of range at 1): the file takes
             # the capture at 1 for that size, right by construction.
-            prog.model, other_rank = merge_at_one(prog.model, at_one(point), *where)
+            prog.model, other_rank = merge_at_one(prog.model, at_one(point), where)
             prog._session = None
             branched = True
             notes.append(f"{point.label}: the model's capture differs there (at "
@@ -339,12 +448,11 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
             notes.append(f"{point.label}: the capture differs there, and the written graph "
                          "was run there and matches eager PyTorch")
             continue
-        where = input_position(captured.program, point.symbols[0]) if len(
-            point.symbols) == 1 else None
+        where = _position(captured, point)
         if branched or where is None:
             raise SizeOneError(point.message + "\nRun there against eager PyTorch:\n" + wrong)
         try:
-            prog.model, other_rank = merge_at_one(prog.model, at_one(point), *where)
+            prog.model, other_rank = merge_at_one(prog.model, at_one(point), where)
         except SizeOneError:
             raise
         except Exception as exc:

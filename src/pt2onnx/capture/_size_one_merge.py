@@ -54,13 +54,15 @@ def _branch(graph: ir.Graph, name: str) -> ir.Graph:
     return body
 
 
-def merge_at_one(general: ir.Model, at_one: ir.Model, input_index: int, axis: int,
+def merge_at_one(general: ir.Model, at_one: ir.Model, where: list[tuple[int, int]],
                  ) -> tuple[ir.Model, list[str]]:
-    """``general`` with its nodes under ``If(Shape(input)[axis] == 1, at_one, general)``.
+    """``general`` with its nodes under ``If(Shape(input)[axis] == 1 for each (input,
+    axis) in where, at_one, general)``.
 
     Both models take the same inputs in the same order; ``at_one`` was captured with
-    that input's ``axis`` at 1. ``general`` is changed in place and returned, with the
-    names of the outputs whose rank at 1 is not the declared one."""
+    those axes at 1 (several where declared dims broadcast against each other and only
+    all at 1 differ). ``general`` is changed in place and returned, with the names of
+    the outputs whose rank at 1 is not the declared one."""
     g, g1 = general.graph, at_one.graph
     if len(g.inputs) != len(g1.inputs) or len(g.outputs) != len(g1.outputs):
         raise ValueError("the two captures have different inputs or outputs")
@@ -85,17 +87,21 @@ def merge_at_one(general: ir.Model, at_one: ir.Model, input_index: int, axis: in
     other_rank = [v.name or "" for v, w in zip(outputs, g1.outputs) if v.shape is not None
                   and w.shape is not None and len(v.shape) != len(w.shape)]
     then_branch, else_branch = _branch(g1, "at_one"), _branch(g, "general")
-    x = g.inputs[input_index]
-    size = ir.Node("", "Shape", [x], attributes=[ir.AttrInt64("start", axis),
-                                                 ir.AttrInt64("end", axis + 1)])
     one = ir.Value(name="size_one/one", const_value=ir.tensor(np.array([1], np.int64)))
     g.register_initializer(one)
-    cond = ir.Node("", "Equal", [size.outputs[0], one])
+    tests: list[ir.Node] = []
+    for input_index, axis in where:
+        size = ir.Node("", "Shape", [g.inputs[input_index]], attributes=[
+            ir.AttrInt64("start", axis), ir.AttrInt64("end", axis + 1)])
+        tests += [size, ir.Node("", "Equal", [size.outputs[0], one])]
+        if len(tests) > 2:
+            tests.append(ir.Node("", "And", [tests[-3].outputs[0], tests[-1].outputs[0]]))
+    cond = tests[-1]
     choose = ir.Node("", "If", [cond.outputs[0]],
                      attributes=[ir.AttrGraph("then_branch", then_branch),
                                  ir.AttrGraph("else_branch", else_branch)],
                      num_outputs=len(outputs))
-    g.extend([size, cond, choose])
+    g.extend([*tests, choose])
     for out, old, name, shape in zip(choose.outputs, outputs, names, shapes):
         if old.producer() is not None:  # the If's output takes the name
             old.name = f"general/{name}"

@@ -80,6 +80,10 @@ class Translator:
         # User-facing names of symbolic dims: sympy symbol -> sympy symbol named by the user.
         self._dim_names = dim_names or []
         self.sym_names: dict[Any, Any] = {}
+        # str(symbol) -> the input dims (tensor input index, axis) that torch.export tied
+        # into it and the model runs apart (a broadcast, one side 1): the symbol's value
+        # is their largest, as eager's broadcast result has.
+        self.tie_sizes: dict[str, list[tuple[int, int]]] = {}
         # Debugging hooks: rules append (name, value) to g.extra_outputs (pt2onnx.as_output);
         # fx_values maps each FX node name to its ONNX value and rule (verify(bisect=True)).
         self.extra_outputs: list[tuple[str, ir.Value]] = []
@@ -192,9 +196,9 @@ class Translator:
                 if self.input_names and user_index < len(self.input_names):
                     name = self.input_names[user_index]
                 self._name_dims(val, name, user_index)
+                shape = self._declared_shape(shape_of(val, self.sym_names), user_index)
                 user_index += 1
-                value = ir.Value(name=self._unique(name), type=type_of(val),
-                                 shape=shape_of(val, self.sym_names))
+                value = ir.Value(name=self._unique(name), type=type_of(val), shape=shape)
                 if isinstance(val, torch.Tensor) and val.is_complex():
                     _builder.mark_complex(value)  # fed as torch.view_as_real(x)
                 self.graph.inputs.append(value)
@@ -220,6 +224,24 @@ class Translator:
                     f"input {node.name} of kind {spec.kind.name} is not supported; "
                     "script objects cannot be exported to ONNX"
                 )
+
+    def _broadcast_size(self, where: list[tuple[int, int]]) -> ir.Value:
+        """The largest of these input dims: a tied symbol's size where one side is 1."""
+        op = self.g.op
+        sizes = [op.Shape(self.graph.inputs[i], start=axis, end=axis + 1) for i, axis in where]
+        return op.Squeeze(op.Max(*sizes) if len(sizes) > 1 else sizes[0], self.g.const([0]))
+
+    def _declared_shape(self, shape: ir.Shape | None, index: int) -> ir.Shape | None:
+        """``shape`` with each symbolic dim under the name the user declared for that
+        input axis: two declared dims that torch.export tied (a broadcast) and the model
+        runs apart keep their own names."""
+        given = self._dim_names[index] if index < len(self._dim_names) else {}
+        if shape is None or not given:
+            return shape
+        dims = [ir.SymbolicDim(given[axis]) if axis in given and isinstance(d, ir.SymbolicDim)
+                and d.value is not None and not d.value[:1].isdigit() and d.value != given[axis]
+                and d.value.isidentifier() else d for axis, d in enumerate(shape)]
+        return ir.Shape(dims)
 
     def _name_dims(self, val: Any, input_name: str, index: int) -> None:
         """Gives each symbolic input dim the user's name, or ``<input>_dim<axis>``."""
@@ -301,6 +323,13 @@ class Translator:
     # -- nodes ----------------------------------------------------------
     def _call(self, node: torch.fx.Node) -> None:
         target = node.target
+        if target is torch.ops.aten.sym_size.int and self.tie_sizes:
+            val = node.meta.get("val")
+            where = self.tie_sizes.get(str(val.node.expr)) if isinstance(
+                val, torch.SymInt) else None
+            if where:
+                self.env[node] = self._broadcast_size(where)
+                return
         args = [self._arg(a) for a in node.args]
         kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
         if foldable(target, args, kwargs):
