@@ -353,22 +353,22 @@ def _capture_module(
 
 
 def _declared_positions(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                        spec: Any) -> list[tuple[str, int, int]]:
-    """(name, tensor input index, axis) of each named declared dim."""
+                        spec: Any) -> list[tuple[str, int, int, int]]:
+    """(name, tensor input index, axis, declared minimum) of each named declared dim."""
     inputs = _dynamic.bound_inputs(module, args, kwargs)
     order = {name: i for i, (name, _) in enumerate(_dynamic.tensor_leaves(inputs))}
-    return [(a.name, order[a.input], a.axis) for a in _dynamic.declared_axes(inputs, spec)
-            if a.name is not None and a.input in order]
+    return [(a.name, order[a.input], a.axis, int(getattr(a.dim, "min", 0) or 0))
+            for a in _dynamic.declared_axes(inputs, spec) if a.name is not None and a.input in order]
 
 
-def _symbol_names(positions: list[tuple[str, int, int]],
+def _symbol_names(positions: list[tuple[str, int, int, int]],
                   refined: _dynamic.Refined) -> dict[Any, str]:
     """Each symbol of the program's input shapes -> the user's name for that dim."""
     from pt2onnx.capture._resize import _user_shapes
 
     shapes = _user_shapes(refined.program)
     names: dict[Any, str] = {}
-    for name, i, axis in positions:
+    for name, i, axis, _ in positions:
         if i >= len(shapes) or axis >= len(shapes[i]):
             continue
         d = shapes[i][axis]

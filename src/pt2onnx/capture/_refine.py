@@ -50,11 +50,23 @@ def export_refined(
 
     for scaled in scaled_examples(args, kwargs, inputs, declared):
         # No declared dim is 1 there, so an ordinary capture does not specialise, and
-        # it states every bound and relation it needs as a suggested fix.
-        try:
-            return _export_refined(module, *scaled, spec, strict, oblivious=False)
-        except Exception:
-            pass  # the example as given, size-obliviously: its errors are the ones to show
+        # it states every bound and relation it needs as a suggested fix. Where it
+        # still fixes a dim (a guard such as s == 12 that only the example decides), a
+        # size-oblivious capture of the same inputs may not.
+        # The ordinary capture also narrows a range for a size it treats as never 0 or
+        # 1 (``x[:, 2:]`` of b gives b >= 4); the size-oblivious one may keep it whole.
+        narrowed = None
+        for oblivious in (False, True):
+            try:
+                refined = _export_refined(module, *scaled, spec, strict, oblivious=oblivious)
+            except Exception:
+                continue
+            if not any(" bounded to " in note for note in refined.notes):
+                return refined
+            narrowed = narrowed or refined
+        if narrowed is not None:
+            return narrowed
+    # The example as given, size-obliviously: its errors are the ones to show.
     return _export_refined(module, args, kwargs, spec, strict)
 
 

@@ -226,24 +226,28 @@ class Tie:
 
     symbol: Any
     names: dict[str, list[tuple[int, int]]]  # declared name -> (tensor input index, axis)
+    may_be_one: set[str] = field(default_factory=set)  # names declared down to 1
     separate: bool = False
 
 
-def ties(program: torch.export.ExportedProgram, axes: list[tuple[str, int, int]],
+def ties(program: torch.export.ExportedProgram, axes: list[tuple[str, int, int, int]],
          ) -> list[Tie]:
-    """The ties among ``axes`` ((declared name, tensor input index, axis)): names whose
-    input dims the program holds as one plain symbol."""
+    """The ties among ``axes`` ((declared name, tensor input index, axis, declared
+    minimum)): names whose input dims the program holds as one plain symbol."""
     from pt2onnx.capture._resize import _user_shapes
 
     shapes = _user_shapes(program)
-    groups: dict[Any, dict[str, list[tuple[int, int]]]] = {}
-    for name, i, axis in axes:
+    groups: dict[Any, Tie] = {}
+    for name, i, axis, lower in axes:
         if i >= len(shapes) or axis >= len(shapes[i]):
             continue
         d = shapes[i][axis]
         if isinstance(d, torch.SymInt) and isinstance(d.node.expr, sympy.Symbol):
-            groups.setdefault(d.node.expr, {}).setdefault(name, []).append((i, axis))
-    return [Tie(sym, names) for sym, names in groups.items() if len(names) > 1]
+            tie = groups.setdefault(d.node.expr, Tie(d.node.expr, {}))
+            tie.names.setdefault(name, []).append((i, axis))
+            if lower <= 1:
+                tie.may_be_one.add(name)
+    return [t for t in groups.values() if len(t.names) > 1]
 
 
 def _one_side(program: torch.export.ExportedProgram, positions: list[tuple[int, int]],
@@ -275,9 +279,11 @@ def _tie_points(module: torch.nn.Module, program: torch.export.ExportedProgram,
     notes: list[str] = []
     unproved: list[Unproved] = []
     for tie in found:
-        if not ones_allowed(program, tie.symbol) or tie.symbol not in known:
+        if tie.symbol not in known:
             continue
         for name, positions in tie.names.items():
+            if name not in tie.may_be_one:
+                continue
             others = ", ".join(n for n in tie.names if n != name)
             label = f"{name}=1 ({others}={known[tie.symbol]})"
             example = _one_side(program, positions)
@@ -341,8 +347,6 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
         return [], []
     known = root_symbols(program)
     ones = [s for s in known if ones_allowed(program, s)]
-    if not ones:
-        return [], []
     configs = [[s] for s in ones] + ([ones] if len(ones) > 1 else [])
     notes, unproved = _tie_points(module, program, strict, found_ties or [])
     # A tie the model runs apart is a dim per name: at the symbol's 1, all are 1.

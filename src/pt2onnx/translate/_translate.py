@@ -122,7 +122,29 @@ class Translator:
             self.graph.append(node)
         for domain, version in self.g.domains.items():
             self.graph.opset_imports.setdefault(domain, version)
+        if self.tie_sizes:
+            self._unname_tied_dims()
         return ir.Model(self.graph, ir_version=10, producer_name="pt2onnx")
+
+    def _unname_tied_dims(self) -> None:
+        """A tied symbol stands for dims that differ at run time (b against a 1): a value
+        shape that names it would tell onnxruntime, which plans buffers by dim names,
+        that they are equal. Inside the graph those dims stay unnamed."""
+        import re
+
+        names = {str(self.sym_names.get(k, k)) for k in self.sym_names if str(k) in self.tie_sizes}
+        names |= set(self.tie_sizes)
+        pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
+        inputs = {id(v) for v in self.graph.inputs}
+        for node in ir.traversal.RecursiveGraphIterator(self.graph):
+            for value in node.outputs:
+                if id(value) in inputs or value.shape is None:
+                    continue
+                if any(isinstance(d, ir.SymbolicDim) and d.value and pattern.search(d.value)
+                       for d in value.shape):
+                    value.shape = ir.Shape([
+                        ir.SymbolicDim(None) if isinstance(d, ir.SymbolicDim) and d.value
+                        and pattern.search(d.value) else d for d in value.shape])
 
     def inline(self, gm: torch.fx.GraphModule, inputs: list[Any],
                materialize: bool = True) -> list[Any]:
