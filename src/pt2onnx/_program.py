@@ -164,7 +164,9 @@ class OnnxProgram:
         if self._session is None:
             ort = require_onnxruntime()
             opts = ort.SessionOptions()
-            opts.log_severity_level = 3
+            # Fatal only: a failed run raises with onnxruntime's message, which the
+            # verification table reports; its log line would repeat it on stderr.
+            opts.log_severity_level = 4
             if _save.initializer_bytes(self.model) > _save.PROTO_LIMIT_BYTES:
                 if self._path is None:
                     raise ExportError(
