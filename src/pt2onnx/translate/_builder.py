@@ -36,7 +36,12 @@ for _name, _onnx in (
     ("float8_e4m3fnuz", ir.DataType.FLOAT8E4M3FNUZ),
     ("float8_e5m2", ir.DataType.FLOAT8E5M2),
     ("float8_e5m2fnuz", ir.DataType.FLOAT8E5M2FNUZ),
+    ("float8_e8m0fnu", getattr(ir.DataType, "FLOAT8E8M0", None)),
     ("float4_e2m1fn_x2", getattr(ir.DataType, "FLOAT4E2M1", None)),
+    ("int4", ir.DataType.INT4),
+    ("uint4", ir.DataType.UINT4),
+    ("int2", getattr(ir.DataType, "INT2", None)),
+    ("uint2", getattr(ir.DataType, "UINT2", None)),
 ):
     if hasattr(torch, _name) and _onnx is not None:
         _TORCH_TO_ONNX[getattr(torch, _name)] = _onnx
@@ -95,6 +100,51 @@ def mark_complex(value: ir.Value) -> ir.Value:
 
 def torch_dtype(dtype: ir.DataType) -> torch.dtype:
     return _ONNX_TO_TORCH[dtype]
+
+
+# torch's float4_e2m1fn_x2 holds two float4 values per element (the first in the low
+# four bits, as ONNX packs them): its ONNX tensor has twice the last dim.
+FLOAT4_X2 = getattr(torch, "float4_e2m1fn_x2", None)
+# The first opset whose schemas take each newer dtype (Identity, Cast, Constant...): a
+# file at a lower opset would not pass onnx.checker.
+DTYPE_OPSET: dict[ir.DataType, int] = {
+    getattr(ir.DataType, name): opset
+    for name, opset in (("FLOAT4E2M1", 23), ("FLOAT8E8M0", 24), ("INT2", 25), ("UINT2", 25))
+    if hasattr(ir.DataType, name)
+}
+
+
+def onnx_dims(dtype: torch.dtype, dims: Sequence[Any]) -> list[Any]:
+    """The ONNX shape of a torch tensor of ``dtype`` and shape ``dims``."""
+    dims = list(dims)
+    if dtype is not FLOAT4_X2 or FLOAT4_X2 is None:
+        return dims
+    if not dims:
+        return [2]
+    last = dims[-1]
+    return [*dims[:-1], 2 * last if isinstance(last, int) else f"2*{last}"]
+
+
+def ir_tensor(tensor: torch.Tensor, name: str | None = None) -> ir.TensorProtocol:
+    """``tensor`` as an ONNX IR tensor, sub-byte dtypes packed as ONNX stores them."""
+    if FLOAT4_X2 is not None and tensor.dtype is FLOAT4_X2:
+        packed = tensor.contiguous().view(torch.uint8).numpy()
+        return ir.PackedTensor(packed, ir.DataType.FLOAT4E2M1,
+                               shape=onnx_dims(tensor.dtype, tensor.shape), name=name)
+    sub_byte = _SUB_BYTE_INTS.get(tensor.dtype)
+    if sub_byte is not None:  # torch keeps one value per byte; ONNX packs them
+        import ml_dtypes
+
+        signed = sub_byte.name.startswith("INT")
+        raw = tensor.contiguous().view(torch.int8 if signed else torch.uint8).numpy()
+        return ir.Tensor(raw.astype(getattr(ml_dtypes, sub_byte.name.lower())),
+                         dtype=sub_byte, name=name)
+    return ir.tensor_adapters.TorchTensor(tensor, name=name)
+
+
+_SUB_BYTE_INTS = {getattr(torch, n): getattr(ir.DataType, n.upper())
+                  for n in ("int4", "uint4", "int2", "uint2")
+                  if hasattr(torch, n) and hasattr(ir.DataType, n.upper())}
 
 
 def _attr(name: str, value: Any) -> ir.Attr:
@@ -289,11 +339,10 @@ class RuleContext:
         """An initializer whose data ``make()`` computes only when the model is saved."""
         self._counter += 1
         name = f"const_{self._counter}"
-        lazy = ir.LazyTensor(
-            lambda: ir.tensor_adapters.TorchTensor(make(), name=name),
-            dtype=onnx_dtype(dtype), shape=ir.Shape(shape), name=name,
-        )
-        value = ir.Value(name=name, type=ir.TensorType(onnx_dtype(dtype)), shape=ir.Shape(shape),
+        dims = ir.Shape(onnx_dims(dtype, shape))
+        lazy = ir.LazyTensor(lambda: ir_tensor(make(), name=name),
+                             dtype=onnx_dtype(dtype), shape=dims, name=name)
+        value = ir.Value(name=name, type=ir.TensorType(onnx_dtype(dtype)), shape=dims,
                          const_value=lazy)
         self.graph.register_initializer(value)
         return value
@@ -311,8 +360,8 @@ class RuleContext:
         value = ir.Value(
             name=name,
             type=ir.TensorType(onnx_dtype(tensor.dtype)),
-            shape=ir.Shape(tuple(tensor.shape)),
-            const_value=ir.tensor_adapters.TorchTensor(tensor, name=name),
+            shape=ir.Shape(onnx_dims(tensor.dtype, tensor.shape)),
+            const_value=ir_tensor(tensor, name=name),
         )
         self.graph.register_initializer(value)
         return value

@@ -74,7 +74,7 @@ def shape_of(val: Any, names: dict[Any, Any] | None = None) -> ir.Shape | None:
             dims.append(str(expr.xreplace(names) if names else expr))
     if val.is_complex():
         dims.append(2)  # (real, imag) pairs: see _builder.COMPLEX_PARTS
-    return ir.Shape(dims)
+    return ir.Shape(_builder.onnx_dims(val.dtype, dims))
 
 
 def type_of(val: Any) -> ir.TypeProtocol | None:

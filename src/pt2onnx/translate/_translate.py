@@ -124,7 +124,28 @@ class Translator:
             self.graph.opset_imports.setdefault(domain, version)
         if self.tie_sizes:
             self._unname_tied_dims()
-        return ir.Model(self.graph, ir_version=10, producer_name="pt2onnx")
+        return ir.Model(self.graph, ir_version=self._ir_version(), producer_name="pt2onnx")
+
+    def _ir_version(self) -> int:
+        """10, or the IR version of the opset where a newer dtype (float4, float8e8m0,
+        int2) needs one; such a dtype below its first opset is refused."""
+        values = [*self.graph.inputs, *self.graph.outputs, *self.graph.initializers.values(),
+                  *(v for node in self.graph for v in node.outputs)]
+        found = {v.dtype for v in values
+                 if v.dtype is not None and v.dtype in _builder.DTYPE_OPSET}
+        if not found:
+            return 10
+        need = max(_builder.DTYPE_OPSET[d] for d in found)
+        if self.opset < need:
+            names = ", ".join(sorted(d.name for d in found))
+            raise TranslationError(
+                f"the model holds {names} tensors, which ONNX has only from opset {need}; "
+                f"this export is at opset {self.opset}. Next step: export with "
+                f"opset={need} or higher.")
+        import onnx.helper
+
+        return max(10, int(onnx.helper.find_min_ir_version_for([
+            onnx.helper.make_opsetid("", self.opset)])))
 
     def _unname_tied_dims(self) -> None:
         """A tied symbol stands for dims that differ at run time (b against a 1): a value
@@ -347,10 +368,10 @@ class Translator:
         target = node.target
         if target is torch.ops.aten.sym_size.int and self.tie_sizes:
             val = node.meta.get("val")
-            where = self.tie_sizes.get(str(val.node.expr)) if isinstance(
+            tied = self.tie_sizes.get(str(val.node.expr)) if isinstance(
                 val, torch.SymInt) else None
-            if where:
-                self.env[node] = self._broadcast_size(where)
+            if tied:
+                self.env[node] = self._broadcast_size(tied)
                 return
         args = [self._arg(a) for a in node.args]
         kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
