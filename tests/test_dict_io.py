@@ -194,3 +194,22 @@ def test_cli_exports_and_verifies_a_dict_model(tmp_path, capsys):
     graph = onnx.load(out).graph
     assert [i.name for i in graph.input] == ["batch_x", "batch_extra_bias"]
     assert graph.input[0].type.tensor_type.shape.dim[0].dim_param == "b"
+
+
+def test_a_dict_with_tensor_keys_feeds_its_values_and_keeps_its_keys_constant():
+    """PyTorch's exporter test_dict_input: a dict keyed by tensors. As with the
+    TorchScript exporter, each value is an ONNX input and each key the constant the
+    example held (a key is not data the graph can read at run time)."""
+
+    class Keyed(torch.nn.Module):
+        def forward(self, x_in, *args, **kwargs):
+            first, second = list(x_in.keys())
+            return {"out": torch.add(x_in[first], first) * x_in[second] - second}
+
+    k1, k2 = torch.tensor(1.5), torch.tensor(-2.0)
+    prog = pt2onnx.export(Keyed(), ({k1: torch.randn(1, 2, 3), k2: torch.randn(3)}, {}))
+    assert len(prog.model.graph.inputs) == 2
+    fresh = {k1: torch.randn(1, 2, 3), k2: torch.randn(3)}
+    (got,) = prog.run(fresh)
+    np.testing.assert_allclose(got, ((fresh[k1] + 1.5) * fresh[k2] + 2.0).numpy(), rtol=1e-6)
+    assert prog.verify(fresh).ok
