@@ -424,6 +424,57 @@ def test_quantized_inputs_outputs_and_functional_ops():
     _within_one_step(sig, e_sig.dequantize(), 1 / 256)
 
 
+@pytest.mark.parametrize("qdtype", [torch.quint8, torch.qint8])
+def test_quantized_io_triple_is_the_torchscript_exporters_boundary(tmp_path, qdtype):
+    """quantized_io='triple': a quantized input is fed as (int_repr, scale, zero point) and a
+    quantized output comes back as (its integer values, its scale, its zero point), as
+    torch.onnx's TorchScript exporter wrote them; float inputs and outputs stay as they
+    are; the file is checked, run by onnxruntime on a triple of other values, and
+    verify() compares dequantized values."""
+    import onnx
+
+    zp = 128 if qdtype == torch.quint8 else 0
+
+    class Model(torch.nn.Module):
+        def forward(self, qx: torch.Tensor, bias: torch.Tensor) -> Any:
+            y = torch.relu(qx.dequantize() * 2 - 0.1) + bias[:, None]
+            q = torch.quantize_per_tensor(y, 0.2, zp, qdtype)
+            return q, q.dequantize().sum(-1) + bias
+
+    def quantized(seed: int) -> torch.Tensor:
+        torch.manual_seed(seed)
+        return torch.quantize_per_tensor(torch.randn(3, 4), 0.1, zp, qdtype)
+
+    model, qx, bias = Model(), quantized(0), torch.randn(3)
+    path = tmp_path / "q.onnx"
+    prog = _export(model, (qx, bias), f=path, quantized_io="triple", verify=True)
+    onnx.checker.check_model(str(path), full_check=True)
+    names = [(v.name, v.dtype.name) for v in prog.model.graph.inputs]
+    int_type = "UINT8" if qdtype == torch.quint8 else "INT8"
+    assert names == [("qx", int_type), ("qx_scale", "FLOAT"), ("qx_zero_point", "INT64"),
+                     ("bias", "FLOAT")]
+    assert [v.dtype.name for v in prog.model.graph.outputs] == [int_type, "FLOAT", "INT64",
+                                                                "FLOAT"]
+    other = quantized(1)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    ints, scale, zero, total = session.run(None, {
+        "qx": other.int_repr().numpy(), "qx_scale": np.array(other.q_scale(), np.float32),
+        "qx_zero_point": np.array(other.q_zero_point(), np.int64), "bias": bias.numpy()})
+    expected, expected_total = model(other, bias)
+    assert (float(scale), int(zero)) == (np.float32(expected.q_scale()), expected.q_zero_point())
+    assert np.abs(ints.astype(int) - expected.int_repr().numpy().astype(int)).max() <= 1
+    np.testing.assert_allclose(total, expected_total.numpy(), atol=8 * 0.2)
+    assert prog.verify(other, bias, atol=0.2).ok  # dequantized, within one output step
+    assert len(prog.run(other, bias)) == 4
+
+
+def test_quantized_io_is_checked():
+    with pytest.raises(pt2onnx.InvalidInputError, match="quantized_io='tuple'"):
+        pt2onnx.export(torch.nn.ReLU(), (torch.randn(2),), quantized_io="tuple")
+    with pytest.warns(UserWarning, match="changes nothing"):
+        pt2onnx.export(torch.nn.ReLU(), (torch.randn(2),), quantized_io="triple")
+
+
 def _q(shape: tuple[int, ...], dtype: torch.dtype = torch.quint8) -> torch.Tensor:
     torch.manual_seed(0)
     zp = 0 if dtype == torch.qint8 else 120

@@ -61,6 +61,7 @@ def export(
     custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
     weights: Any = None,
     dynamic: bool = False,
+    quantized_io: str = "float",
     **torch_onnx_options: Any,
 ) -> OnnxProgram:
     """Exports a PyTorch model to ONNX.
@@ -86,6 +87,10 @@ def export(
             streamed into ``<f>.data`` one tensor at a time.
         dynamic: make every axis of every tensor input dynamic where the model
             allows it; the report lists the axes the model fixed, and why.
+        quantized_io: how quantized tensors (``quint8``, ``qint8``) cross the graph's
+            boundary: ``"float"`` (default) as their dequantized values, ``"triple"``
+            as (integer values, scale, zero point), as the TorchScript exporter did
+            (docs/migration.md).
         **torch_onnx_options: every other keyword of ``torch.onnx.export``
             (``opset_version``, ``export_params``, ``keep_initializers_as_inputs``,
             ``training``, ``custom_opsets``, ``verbose``, ``custom_translation_table``,
@@ -109,7 +114,7 @@ def export(
                 input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes,
                 opset=opset, external_data=external_data, optimize=optimize, verify=verify,
                 report=report, custom_translations=custom_translations, weights=weights,
-                dynamic=dynamic, legacy=legacy,
+                dynamic=dynamic, legacy=legacy, quantized_io=quantized_io,
             )
     finally:
         if gc_was_enabled:
@@ -126,7 +131,7 @@ def _export(
     model: Any, args: Any, f: Any, *, kwargs: Any, dynamic_shapes: Any, input_names: Any,
     output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
     verify: bool, report: Any, custom_translations: Any, weights: Any, dynamic: bool = False,
-    legacy: _legacy.Options | None = None,
+    legacy: _legacy.Options | None = None, quantized_io: str = "float",
 ) -> OnnxProgram:
     """The pipeline: each step is one call into one stage (_stages.py holds the glue)."""
     call = _normalize(
@@ -134,7 +139,7 @@ def _export(
         output_names=output_names, dynamic_axes=dynamic_axes, opset=opset,
         external_data=external_data, optimize=optimize, verify=verify, report=report,
         custom_translations=custom_translations, weights=weights, dynamic=dynamic,
-        legacy=legacy or _legacy.Options())
+        legacy=legacy or _legacy.Options(), quantized_io=quantized_io)
     stages = _stages.Stages(call)
     rep = stages.rep
 
@@ -157,6 +162,8 @@ def _export(
     if call.verify:  # before saving: a file that does not match is never written
         with rep.stage("verify"):
             stages.verify(prog)
+    if call.quantized_io == "triple":
+        stages.quantized_triples(prog)
     if call.f is not None:
         with rep.stage("save"):
             stages.save(prog)
@@ -168,10 +175,16 @@ def _normalize(
     model: Any, args: Any, f: Any, *, kwargs: Any, dynamic_shapes: Any, input_names: Any,
     output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
     verify: bool, report: Any, custom_translations: Any, weights: Any, dynamic: bool,
-    legacy: _legacy.Options,
+    legacy: _legacy.Options, quantized_io: str = "float",
 ) -> _stages.Call:
     """The call checked and in one form: opset, inputs (a trailing dict of keyword
     inputs split off), paths, rules, and the dynamic shapes of whichever kind was given."""
+    if quantized_io not in ("float", "triple"):
+        raise InvalidInputError(
+            f"quantized_io={quantized_io!r} is not one of 'float' (quantized inputs and "
+            "outputs as their dequantized values, the default) or 'triple' ((integer "
+            "values, scale, zero point), as the TorchScript exporter wrote them). Next "
+            "step: pass one of those.")
     target_opset = _check_opset(opset)
     args, kwargs = _capture.check_args(args, kwargs)
     args, kwargs = _capture.split_trailing_kwargs(model, args, kwargs)
@@ -198,7 +211,8 @@ def _normalize(
         custom=dict(custom_translations or {}),
         input_names=list(input_names) if input_names else None,
         output_names=list(output_names) if output_names else None, optimize=optimize,
-        verify=verify, external_data=external_data, weights=weights, legacy=legacy)
+        verify=verify, external_data=external_data, weights=weights, legacy=legacy,
+        quantized_io=quantized_io)
 
 
 def _dynamic_spec(

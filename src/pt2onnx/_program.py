@@ -100,6 +100,9 @@ class OnnxProgram:
         self._sym_names: dict[Any, Any] = {}  # torch's symbols -> the user's dim names
         self._traced = False  # a make_fx trace is specialised to the example's sizes
         self._call_model: Any = module  # whose signature reads a trailing dict of kwargs
+        # quantized_io='triple': the quantized leaves of the inputs and outputs (passes/
+        # quantized_io.py), each fed and returned as (integer values, scale, zero point)
+        self._triples: tuple[list[Any], list[Any]] | None = None
 
     def __repr__(self) -> str:
         g = self.model.graph
@@ -152,13 +155,39 @@ class OnnxProgram:
         ordered = {k: kwargs[k] for k in self._kwarg_order if k in kwargs}
         ordered.update({k: v for k, v in kwargs.items() if k not in ordered})
         tensors = flatten_tensors((args, ordered))
+        arrays = []
+        for t in tensors:
+            if self._triples is not None and t.is_quantized:
+                arrays += [t.int_repr().numpy(), np.array(t.q_scale(), np.float32),
+                           np.array(t.q_zero_point(), np.int64)]
+            else:
+                arrays.append(to_numpy(t))
         inputs = self.model.graph.inputs
-        if len(tensors) != len(inputs):
+        if len(arrays) != len(inputs):
             raise InvalidInputError(
                 f"the ONNX model takes {len(inputs)} tensor inputs "
-                f"({[v.name for v in inputs]}) but {len(tensors)} were given."
+                f"({[v.name for v in inputs]}) but {len(arrays)} were given."
             )
-        return [to_numpy(t) for t in tensors]
+        return arrays
+
+    def _dequantized_outputs(self, actual: list[np.ndarray], names: list[str],
+                             ) -> tuple[list[np.ndarray], list[str]]:
+        """With quantized_io='triple': each output triple as its dequantized values."""
+        if self._triples is None:
+            return actual, names
+        values, kept, i = [], [], 0
+        for leaf in self._triples[1]:
+            if leaf is None:
+                values.append(actual[i])
+                kept.append(names[i])
+                i += 1
+                continue
+            ints, scale, zero = actual[i:i + 3]
+            values.append(((ints.astype(np.float32) - np.float32(zero)) * scale).astype(
+                np.float32))
+            kept.append(names[i])
+            i += 3
+        return values + actual[i:], kept + names[i:]
 
     def _get_session(self) -> Any:
         if self._session is None:
@@ -297,6 +326,7 @@ class OnnxProgram:
         if self._extra_outputs:  # pt2onnx.as_output values come after the model's outputs
             actual = actual[: len(actual) - self._extra_outputs]
         names = [v.name or f"output_{i}" for i, v in enumerate(self.model.graph.outputs)]
+        actual, names = self._dequantized_outputs(actual, names)
         result = compare(names, expected, actual, atol, rtol)
         found = None
         if bisect and not result.ok and self._program is not None:

@@ -12,6 +12,7 @@ report as it goes.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from pt2onnx.capture import _capture, _dynamic, _size_one
 from pt2onnx.errors import (
     CaptureError,
     ExportError,
+    InvalidInputError,
     TranslationError,
     UnsupportedOperatorError,
     VerificationError,
@@ -59,6 +61,7 @@ class Call:
     external_data: bool | None
     weights: Any
     legacy: _legacy.Options = field(default_factory=_legacy.Options)
+    quantized_io: str = "float"  # "triple": (integer values, scale, zero point)
 
 
 class Stages:
@@ -322,6 +325,37 @@ class Stages:
                 "the model line; export with verify=False to keep the file for debugging.",
                 result)
 
+    def quantized_triples(self, prog: OnnxProgram) -> None:
+        """The file's quantized inputs and outputs as (integer values, scale, zero point)
+        (``passes/quantized_io.py``); the outputs' qparams are eager's on the example."""
+        from pt2onnx.passes import quantized_io
+        from pt2onnx.verify import flatten_outputs, flatten_tensors
+
+        call = self.call
+        args, kwargs = prog._split(call.args, call.kwargs)
+        ordered = {k: kwargs[k] for k in prog._kwarg_order if k in kwargs}
+        ordered.update({k: v for k, v in kwargs.items() if k not in ordered})
+        inputs = [_quantized_leaf(t, "input", False) for t in flatten_tensors((args, ordered))]
+        eager = prog._module
+        outputs: list[quantized_io.QuantizedLeaf | None] = []
+        if eager is not None:
+            with torch.no_grad():
+                outputs = [_quantized_leaf(t, "output", True) for t in flatten_outputs(
+                    eager(*copy.deepcopy(args), **copy.deepcopy(kwargs)))]
+        outputs += [None] * (len(prog.model.graph.outputs) - len(outputs))
+        if not any(inputs) and not any(outputs):
+            message = ("quantized_io='triple' changes nothing: the model takes and returns "
+                       "no quantized tensors")
+            self.rep.warnings.append(message)
+            warnings.warn(message, stacklevel=4)
+            return
+        prog.model = quantized_io.apply(prog.model, inputs, outputs)
+        prog._session = None
+        prog._triples = (inputs, outputs)
+        self.rep.warnings.append(
+            "quantized inputs and outputs are (integer values, scale, zero point) triples "
+            "(quantized_io='triple')")
+
     def save(self, prog: OnnxProgram) -> None:
         call = self.call
         if call.to_file_object:
@@ -332,6 +366,24 @@ class Stages:
     def write_report(self) -> None:
         if self.call.report_path is not None:
             self.call.report_path.write_text(self.rep.to_markdown())
+
+
+def _quantized_leaf(t: torch.Tensor, where: str, with_qparams: bool) -> Any:
+    """A quantized tensor's boundary form for passes/quantized_io.py; None for others."""
+    from pt2onnx.passes import quantized_io
+
+    if not t.is_quantized:
+        return None
+    name = str(t.dtype).removeprefix("torch.")
+    if not quantized_io.supported(name) or t.qscheme() not in (
+            torch.per_tensor_affine, torch.per_tensor_symmetric):
+        raise InvalidInputError(
+            f"an {where} is a {name} {t.qscheme()} tensor; quantized_io='triple' takes "
+            "per-tensor quint8 and qint8 tensors. Next step: leave quantized_io at its "
+            "default ('float'), where it travels as its dequantized values.")
+    if not with_qparams:
+        return quantized_io.QuantizedLeaf(name)
+    return quantized_io.QuantizedLeaf(name, float(t.q_scale()), int(t.q_zero_point()))
 
 
 def _example_of(
