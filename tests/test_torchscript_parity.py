@@ -43,6 +43,28 @@ def test_tensor_alpha_and_beta_are_inputs(fn, shapes):  # type: ignore[no-untype
         assert prog.verify(x, a, b, torch.tensor(alpha), torch.tensor(beta)).ok, (alpha, beta)
 
 
+@pytest.mark.parametrize(("fn", "shapes"), [
+    (torch.addmm, ((3, 5), (3, 4), (4, 5))),
+    (torch.addmm, ((5,), (3, 4), (4, 5))),  # input broadcast
+    (torch.addmv, ((3,), (3, 4), (4,))),
+    (torch.addr, ((3, 4), (3,), (4,))),
+    (torch.Tensor.addmm, ((3, 5), (3, 4), (4, 5))),
+], ids=["addmm", "addmm-broadcast", "addmv", "addr", "Tensor.addmm"])
+def test_tensor_alpha_and_beta_of_addmm_addmv_addr(fn, shapes):  # type: ignore[no-untyped-def]
+    """torch reads a tensor alpha / beta as a number and checks beta == 0 itself, which
+    stopped torch.export; the capture now writes the arithmetic on the tensors, so the
+    file is general in alpha and beta (no trace, no warning), NaN in ``self`` ignored
+    where beta is 0, as eager."""
+    x, a, b = (torch.randn(s) for s in shapes)
+    x.view(-1)[0] = float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a trace fallback warns
+        prog = pt2onnx.export(_Scaled(fn), (x, a, b, torch.tensor(0.5), torch.tensor(2.0)))
+    assert "trace" not in prog.report.capture_strategy
+    for alpha, beta in [(0.5, 2.0), (1.5, 0.0), (-1.0, 1.0), (0.0, 3.0)]:
+        assert prog.verify(x, a, b, torch.tensor(alpha), torch.tensor(beta)).ok, (alpha, beta)
+
+
 class _Pixel(nn.Module):
     def __init__(self, fn, r: int) -> None:  # type: ignore[no-untyped-def]
         super().__init__()

@@ -28,6 +28,17 @@ from pt2onnx.frontends import _nms
 
 @contextlib.contextmanager
 def _substitutions(notes: list[str]) -> Iterator[None]:
+    """What a recording or a trace captures in another form: torchvision's
+    ``batched_nms`` (below) and ``addmm``-style calls with tensor ``alpha`` / ``beta``
+    (``frontends/_tensor_scalars.py``)."""
+    from pt2onnx.frontends._tensor_scalars import TensorScalars
+
+    with _nms_substitution(notes), TensorScalars():
+        yield
+
+
+@contextlib.contextmanager
+def _nms_substitution(notes: list[str]) -> Iterator[None]:
     """Swaps torchvision's ``batched_nms`` for ``pt2onnx::batched_nms`` while tracing.
 
     torchvision runs one NMS per class in a Python loop over the classes present

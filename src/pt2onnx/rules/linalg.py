@@ -100,7 +100,7 @@ def _product_shape(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
     return g.op.Concat(batch, part(sa, -2, -1), part(sb, -1), axis=0)
 
 
-@translation([aten.mm.default, aten.bmm.default, aten.matmul.default])
+@translation([aten.mm.default, aten.bmm.default, aten.matmul.default, aten.mv.default])
 def matmul(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
     """mm(Tensor self, Tensor mat2) -> Tensor"""
     return product(g, a, b)
