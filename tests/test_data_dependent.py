@@ -64,3 +64,33 @@ def test_data_dependent_shapes(model):
         counts.add(prog.run(x)[0].shape)
     if model not in (MaskedAssign, Unique):
         assert len(counts) > 1, "the output size should follow the data"
+
+
+class _Matches(nn.Module):
+    """kornia LoFTR's fine-matching guard: an early return when no match was found."""
+
+    def forward(self, conf: torch.Tensor, feat: torch.Tensor) -> torch.Tensor:
+        b_ids, i_ids = torch.nonzero(conf > 0.5, as_tuple=True)
+        if b_ids.shape[0] == 0:
+            return feat.new_zeros(0, feat.shape[-1])
+        return feat[b_ids, i_ids] * 2 + b_ids.shape[0]
+
+
+def _conf(matches: int) -> torch.Tensor:
+    conf = torch.zeros(2, 10)
+    conf.view(-1)[torch.randperm(20)[:matches]] = 1.0
+    return conf
+
+
+def test_a_branch_on_a_data_dependent_size_takes_the_general_side():
+    """torch.export stops at ``if b_ids.shape[0] == 0`` (the number of matches is known
+    only at run time), and the trace that was left baked in the example's count. The
+    branch now takes torch's guard_or_false side (a count other than 0 and 1), the
+    program keeps the count general, and a warning names the line. Checked at 1 match
+    (the example), at 7 and at 0, where this model's general side gives the same empty
+    result as its early return."""
+    with pytest.warns(UserWarning, match=r"branch on Eq\(u\d+, 0\) at test_data_dependent"):
+        prog = pt2onnx.export(_Matches(), (_conf(1), torch.randn(2, 10, 4)))
+    assert "trace" not in prog.report.capture_strategy
+    for matches in (1, 7, 0, 20):
+        assert prog.verify(_conf(matches), torch.randn(2, 10, 4)).ok, matches

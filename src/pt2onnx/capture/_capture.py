@@ -280,6 +280,25 @@ def _capture_module(
     dynamic_shapes: Any,
     decompositions: Callable[[], dict[Any, Any]] | None,
 ) -> CaptureResult:
+    """torch.export (a Python branch on a data-dependent size takes torch's general side:
+    ``_data_dependent``), refined for dynamic shapes; a trace where nothing else works."""
+    from pt2onnx.capture import _data_dependent
+
+    branches: list[str] = []
+    with _data_dependent.general_branches(branches):
+        result = _capture_exported(module, args, kwargs, dynamic_shapes, decompositions)
+    if branches and not result.traced:
+        result.warnings.extend(branches)
+    return result
+
+
+def _capture_exported(
+    module: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dynamic_shapes: Any,
+    decompositions: Callable[[], dict[Any, Any]] | None,
+) -> CaptureResult:
     register_output_containers()
     dynamic_shapes = _complete_dynamic_shapes(module, args, kwargs, dynamic_shapes)
     errors: list[str] = []
