@@ -214,3 +214,32 @@ def test_strided_windows_of_a_dynamic_length() -> None:
                                                     1: torch.export.Dim("n", min=4)},))
     for shape in [(2, 10), (3, 13), (1, 4), (2, 6)]:
         assert prog.verify(torch.randn(*shape)).ok, shape
+
+
+class _DimArange(nn.Module):
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return torch._dim_arange(x, 1) * 2
+
+
+class _Pairs(nn.Module):
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return x.view(-1, 2).view(1, -1) + 1
+
+
+def test_dim_arange_with_dynamic_dims():
+    """test_dim_arange: torch reads the size as a number in C++ and fixed both dims; it is
+    captured as torch.arange(x.shape[1])."""
+    prog = _export(_DimArange(), (torch.ones(5, 6),), input_names=["input_1"],
+                   dynamic_axes={"input_1": [0, 1]})
+    for shape in [(8, 5), (1, 1), (3, 9)]:
+        assert prog.verify(torch.randn(shape)).ok, shape
+
+
+def test_view_into_pairs_of_a_dynamic_dim():
+    """test_view_dynamic_zero_dim: view(-1, 2) of a dynamic length ties it to 2 * half,
+    whose root is 1 in the example (2 elements); torch then fixed it. The refined spec is
+    captured from the example doubled, and the file runs at 0 elements too."""
+    prog = _export(_Pairs(), (torch.ones(2),), input_names=["input_1"],
+                   dynamic_axes={"input_1": [0]})
+    for n in (0, 2, 6, 10):
+        assert prog.verify(torch.randn(n)).ok, n

@@ -355,9 +355,9 @@ def _user_frame() -> str:
 def _export(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
             strict: bool) -> torch.export.ExportedProgram:
     from pt2onnx.frontends._sdpa_symbool import SymBoolCausal
-    from pt2onnx.frontends._tensor_scalars import TensorScalars
+    from pt2onnx.frontends._rewrites import CaptureRewrites
 
-    with SymBoolCausal(), TensorScalars():
+    with SymBoolCausal(), CaptureRewrites():
         return _compat.export(module, args, kwargs, spec, strict=strict)
 
 

@@ -141,6 +141,9 @@ def _export_refined(
         try:
             program = _export(module, args, kwargs, refined, strict)
         except Exception as exc:
+            grown = _grown_refined(module, args, kwargs, declared, refined, strict, exc)
+            if grown is not None:
+                return _checked(Refined(grown, refined, notes=notes), inputs, log)
             if is_constraint_violation(exc):
                 raise CaptureError(
                     "torch.export rejected the dynamic shapes even after applying its own "
@@ -151,3 +154,23 @@ def _export_refined(
                 ) from None
             raise
     return _checked(Refined(program, refined, notes=notes), inputs, log)
+
+
+def _grown_refined(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   declared: list[DeclaredAxis], refined: Any, strict: bool,
+                   exc: BaseException) -> torch.export.ExportedProgram | None:
+    """The refined spec captured from the example with every declared dim doubled, where
+    the example itself failed it: a fix such as ``n = 2*half`` can put a new root at 1
+    (``view(-1, 2)`` of 2 elements), which torch then specialises."""
+    from pt2onnx.capture._resize import _grown
+
+    if not is_constraint_violation(exc):
+        return None
+    grown = _grown(args, kwargs, bound_inputs(module, args, kwargs), declared, None)
+    if grown is None:
+        return None
+    try:
+        with _compat.size_oblivious():
+            return _export(module, *grown, refined, strict)
+    except Exception:
+        return None

@@ -30,10 +30,10 @@ from pt2onnx.frontends import _nms
 def _substitutions(notes: list[str]) -> Iterator[None]:
     """What a recording or a trace captures in another form: torchvision's
     ``batched_nms`` (below) and ``addmm``-style calls with tensor ``alpha`` / ``beta``
-    (``frontends/_tensor_scalars.py``)."""
-    from pt2onnx.frontends._tensor_scalars import TensorScalars
+    (``frontends/_rewrites.py``)."""
+    from pt2onnx.frontends._rewrites import CaptureRewrites
 
-    with _nms_substitution(notes), TensorScalars():
+    with _nms_substitution(notes), CaptureRewrites():
         yield
 
 

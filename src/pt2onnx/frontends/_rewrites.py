@@ -1,5 +1,11 @@
-"""``addmm``, ``addmv`` and ``addr`` with ``alpha`` or ``beta`` given as a tensor, while
-capturing.
+"""Calls torch cannot capture with general sizes or values, written another way while a
+model is captured (:class:`CaptureRewrites`).
+
+``torch._dim_arange(x, d)`` (the TorchScript exporter's ``arange(x.size(d))``) reads the
+size as a Python int in C++, which specialises it: it becomes
+``torch.arange(x.shape[d])``.
+
+``addmm``, ``addmv`` and ``addr`` with ``alpha`` or ``beta`` given as a tensor:
 
 torch reads a tensor ``alpha`` / ``beta`` as a Python number (``.item()``), and its own
 ``beta == 0`` check (a zero ``beta`` ignores ``input``, NaN included) then needs that
@@ -43,12 +49,14 @@ def _scaled(product: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], inp: 
     return (added + scaled).to(dtype)
 
 
-class TensorScalars(TorchFunctionMode):
-    """Rewrites ``addmm`` / ``addmv`` / ``addr`` whose ``alpha`` or ``beta`` is a tensor."""
+class CaptureRewrites(TorchFunctionMode):
+    """Rewrites the calls above while capturing."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if func is torch._dim_arange and len(args) == 2 and not kwargs:
+            return torch.arange(args[0].shape[args[1]], dtype=torch.int64)
         product = _PRODUCTS.get(func)
         if product is not None and len(args) == 3 and set(kwargs) <= {"alpha", "beta"} and any(
                 isinstance(kwargs.get(k), torch.Tensor) for k in ("alpha", "beta")):
