@@ -354,8 +354,8 @@ def _user_frame() -> str:
 # -- capture with refinement --------------------------------------------------
 def _export(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
             strict: bool) -> torch.export.ExportedProgram:
-    from pt2onnx.frontends._sdpa_symbool import SymBoolCausal
     from pt2onnx.frontends._rewrites import CaptureRewrites
+    from pt2onnx.frontends._sdpa_symbool import SymBoolCausal
 
     with SymBoolCausal(), CaptureRewrites():
         return _compat.export(module, args, kwargs, spec, strict=strict)
