@@ -235,3 +235,64 @@ def test_an_inplace_op_keeps_its_targets_dtype():
     # float16: onnxruntime may keep x * 2 in float32 before the add (one rounding less)
     torch.testing.assert_close(torch.from_numpy(got[1]), want[1], rtol=1e-3, atol=4e-3)
     torch.testing.assert_close(torch.from_numpy(got[2]), want[2])
+
+
+class _Heavy(nn.Module):
+    """A matrix product, a convolution and attention large enough to be recorded by shape
+    only, with cheap ops on their outputs, and argmax indices that must stay valid."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(256, 256)
+        self.conv = nn.Conv2d(16, 32, 3, padding=1)
+
+    def forward(self, x: torch.Tensor, img: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = torch.relu(self.fc(x))
+        q = h.view(4, 64, 4, 64).transpose(1, 2)
+        a = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        picked = torch.gather(h, 1, h.argmax(-1, keepdim=True))
+        return a.sum(-1), self.conv(img).mean((2, 3)), picked
+
+
+def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(256, 256), torch.randn(2, 16, 48, 48)
+
+
+@pytest.fixture
+def shape_only_calls(monkeypatch):
+    from pt2onnx.capture import _record
+
+    calls: list[int] = []
+    original = _record._zeros_like_meta
+
+    def counted(value):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return original(value)
+
+    monkeypatch.setattr(_record, "_zeros_like_meta", counted)
+    return calls
+
+
+def test_heavy_ops_are_recorded_by_shape_only(shape_only_calls):
+    """Issue 30: the recording no longer pays the example's compute. Products,
+    convolutions and attention on values derived from the inputs take their output's
+    shape from the meta kernel (the model gets zeros, which no recorded decision can
+    read), and the file still matches eager at the example and on other inputs."""
+    prog = pt2onnx.export(_Heavy().eval(), _inputs())
+    assert prog.report.capture_strategy == RECORDED
+    assert len(shape_only_calls) >= 3  # linear, attention, convolution
+    assert prog.verify().ok
+    assert prog.verify(*_inputs()).ok
+
+
+def test_small_ops_and_eager_mode_compute(shape_only_calls, monkeypatch):
+    """Below the threshold an op is cheaper to compute than to ask its meta kernel;
+    PT2ONNX_CAPTURE=eager computes everything (the recording as it was)."""
+    small_model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Conv1d(4, 4, 1)).eval()
+    pt2onnx.export(small_model, (torch.randn(4, 4, 8),))
+    small = len(shape_only_calls)
+    monkeypatch.setenv("PT2ONNX_CAPTURE", "eager")
+    prog = pt2onnx.export(_Heavy().eval(), _inputs())
+    assert prog.report.capture_strategy == RECORDED
+    assert len(shape_only_calls) == small == 0
+    assert prog.verify().ok

@@ -76,6 +76,54 @@ _STATIC_NAMESPACES = {"aten", "prims", "quantized_decomposed"}
 _STATIC_OPS = {"pt2onnx::as_output"}
 _MASK_INDEX_OPS = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default}
 
+# Ops whose cost grows with the example's compute (multiply-adds), where the graph does
+# not: on inputs that come from the model's inputs, a recording takes only their output's
+# shape from the meta kernel and hands the model zeros of it. No recorded decision can
+# depend on those values: reading a value of a tensor derived from the inputs is already
+# Unrecordable. Below _SHAPE_ONLY_ABOVE multiply-adds, computing is cheaper than asking.
+_HEAVY = {
+    aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
+    aten.addbmm.default, aten.mv.default, aten.convolution.default,
+    aten._convolution.default, aten.linear.default,
+    aten.scaled_dot_product_attention.default,
+}
+for _name in ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math",
+              "mkldnn_convolution", "_scaled_dot_product_efficient_attention"):
+    _packet = getattr(aten, _name, None)
+    if _packet is not None:
+        _HEAVY.add(_packet.default)
+_SHAPE_ONLY_ABOVE = 1 << 21
+
+
+def _compute_real() -> bool:
+    """PT2ONNX_CAPTURE=eager: the recording computes every op (for comparisons)."""
+    return os.environ.get("PT2ONNX_CAPTURE", "").strip().lower() == "eager"
+
+
+def _work(func: Any, out: Any, tensors: list[torch.Tensor]) -> int:
+    """Multiply-adds of a heavy op, from its output and its inputs' shapes."""
+    outs = _tensors(out)
+    if not outs or not tensors:
+        return 0
+    name = func.name()
+    if "attention" in name:  # q (.., L, E) against k (.., S, E), twice
+        q, k = tensors[0], tensors[1] if len(tensors) > 1 else tensors[0]
+        return 2 * q.numel() * (k.shape[-2] if k.dim() >= 2 else 1)
+    if "conv" in name:  # every output element: the weight's window over its channels
+        w = tensors[1] if len(tensors) > 1 else tensors[0]
+        return outs[0].numel() * (w.numel() // max(w.shape[0], 1))
+    # a matrix product: the output times the inner size (self first for the add* forms)
+    a = tensors[1] if name.split("::")[-1].startswith(("addmm", "addbmm", "baddbmm")) \
+        and len(tensors) > 1 else tensors[0]
+    return outs[0].numel() * (a.shape[-1] if a.dim() else 1)
+
+
+def _zeros_like_meta(value: Any) -> Any:
+    def one(t: torch.Tensor) -> torch.Tensor:
+        return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype).zero_()
+
+    return _map_tensors(one, value)
+
 
 def _is_plain(t: torch.Tensor) -> bool:
     return type(t) in (torch.Tensor, torch.nn.Parameter)
@@ -105,6 +153,7 @@ class _Recording:
         self.has_rule = has_rule
         self.paused = 0
         self.module_stack: list[tuple[str, type]] = []
+        self.shape_only_ops = 0  # heavy ops whose output the recording did not compute
 
     # -- values ------------------------------------------------------------------
 
@@ -181,6 +230,21 @@ class _Recording:
                     if tainted:
                         self.tainted.add(getter)
                     self._bind(item, getter)
+
+    def shape_only(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   tensors: list[torch.Tensor], op: Any = None) -> Any:
+        """Zeros shaped like ``func``'s output, from its meta kernel, when computing it
+        would cost more than _SHAPE_ONLY_ABOVE multiply-adds; None: compute it."""
+        if _compute_real() or any(t.device.type != "cpu" for t in tensors):
+            return None
+        try:
+            meta = func(*self.fake(args), **self.fake(kwargs))
+        except Exception:  # no meta kernel: compute it
+            return None
+        if _work(op or func, meta, tensors) < _SHAPE_ONLY_ABOVE:
+            return None
+        self.shape_only_ops += 1
+        return _zeros_like_meta(meta)
 
     def _bind(self, t: torch.Tensor, node: torch.fx.Node) -> None:
         base = t._base
@@ -325,7 +389,10 @@ class _Dispatch(TorchDispatchMode):
         schema = func._schema
         if schema.is_mutable:
             return self._inplace(func, args, kwargs, inputs)
-        out = func(*args, **kwargs)
+        out = rec.shape_only(func, args, kwargs, tensors) if tainted and func in _HEAVY \
+            else None
+        if out is None:
+            out = func(*args, **kwargs)
         rec.record(func, args, kwargs, out, inputs)
         if any(r.alias_info is not None for r in schema.returns):
             # A view (or alias) of its input: neither may be mutated later.
@@ -400,7 +467,10 @@ class _Functions(TorchFunctionMode):
                     inputs = [rec.node_of(t) for t in tensors]
                     rec.paused += 1
                     try:
-                        out = func(*args, **kwargs)
+                        out = rec.shape_only(func, args, kwargs, tensors, op) if op in _HEAVY \
+                            and any(n in rec.tainted for n in inputs) else None
+                        if out is None:
+                            out = func(*args, **kwargs)
                     finally:
                         rec.paused -= 1
                     rec.record(op, bound, {}, out, inputs)
