@@ -100,22 +100,26 @@ def _compute_real() -> bool:
     return os.environ.get("PT2ONNX_CAPTURE", "").strip().lower() == "eager"
 
 
-def _work(func: Any, out: Any, tensors: list[torch.Tensor]) -> int:
-    """Multiply-adds of a heavy op, from its output and its inputs' shapes."""
-    outs = _tensors(out)
-    if not outs or not tensors:
+def _work(func: Any, tensors: list[torch.Tensor]) -> int:
+    """Multiply-adds of a heavy op, estimated from its inputs' shapes alone (asking the
+    meta kernel for the output costs more than a small op: it is asked only above the
+    threshold)."""
+    if not tensors:
         return 0
-    name = func.name()
+    name = func.name() if hasattr(func, "name") else ""
+    first = tensors[0]
+    second = tensors[1] if len(tensors) > 1 else first
     if "attention" in name:  # q (.., L, E) against k (.., S, E), twice
-        q, k = tensors[0], tensors[1] if len(tensors) > 1 else tensors[0]
-        return 2 * q.numel() * (k.shape[-2] if k.dim() >= 2 else 1)
-    if "conv" in name:  # every output element: the weight's window over its channels
-        w = tensors[1] if len(tensors) > 1 else tensors[0]
-        return outs[0].numel() * (w.numel() // max(w.shape[0], 1))
-    # a matrix product: the output times the inner size (self first for the add* forms)
-    a = tensors[1] if name.split("::")[-1].startswith(("addmm", "addbmm", "baddbmm")) \
-        and len(tensors) > 1 else tensors[0]
-    return outs[0].numel() * (a.shape[-1] if a.dim() else 1)
+        return 2 * first.numel() * (second.shape[-2] if second.dim() >= 2 else 1)
+    if "conv" in name:  # each input position through the whole weight (stride 1)
+        channels = first.shape[1] if first.dim() > 1 else 1
+        return first.numel() // max(channels, 1) * second.numel()
+    if name.split("::")[-1].startswith(("addmm", "addbmm", "baddbmm")) and len(tensors) > 2:
+        first, second = tensors[1], tensors[2]
+    if "linear" in name:  # x (.., in) with w (out, in)
+        return first.numel() * (second.shape[0] if second.dim() else 1)
+    # a matrix product: a (.., m, k) with b (.., k, n), or a matrix with a vector
+    return first.numel() * (second.shape[-1] if second.dim() >= 2 else 1)
 
 
 def _zeros_like_meta(value: Any) -> Any:
@@ -235,13 +239,12 @@ class _Recording:
                    tensors: list[torch.Tensor], op: Any = None) -> Any:
         """Zeros shaped like ``func``'s output, from its meta kernel, when computing it
         would cost more than _SHAPE_ONLY_ABOVE multiply-adds; None: compute it."""
-        if _compute_real() or any(t.device.type != "cpu" for t in tensors):
+        if _compute_real() or any(t.device.type != "cpu" for t in tensors) or _work(
+                op or func, tensors) < _SHAPE_ONLY_ABOVE:
             return None
         try:
             meta = func(*self.fake(args), **self.fake(kwargs))
         except Exception:  # no meta kernel: compute it
-            return None
-        if _work(op or func, meta, tensors) < _SHAPE_ONLY_ABOVE:
             return None
         self.shape_only_ops += 1
         return _zeros_like_meta(meta)
@@ -266,6 +269,9 @@ def _dead_code(graph: torch.fx.Graph) -> None:
 
 
 _SKIP_DIRS = tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (torch, contextlib))
+# This file, and the capture-time rewrites whose mode sees every call (frontends/_rewrites.py).
+_OWN_FILES = {__file__, os.path.join(os.path.dirname(os.path.dirname(__file__)), "frontends",
+                                     "_rewrites.py")}
 
 
 def _user_frame() -> str:
@@ -275,7 +281,7 @@ def _user_frame() -> str:
         if frame.f_code is _RUN_CODE:  # the model's own frames end here
             return ""
         name = frame.f_code.co_filename
-        if not name.startswith(_SKIP_DIRS) and name != __file__ and not name.startswith("<"):
+        if not name.startswith(_SKIP_DIRS) and name not in _OWN_FILES and not name.startswith("<"):
             break
         frame = frame.f_back
     if frame is None:

@@ -171,10 +171,12 @@ def _graph_steps(module: torch.fx.GraphModule, values: dict[Any, int]) -> list[_
 
 def _where(node: torch.fx.Node) -> str:
     """The innermost frame of the node's stack trace: the model's line."""
+    from pt2onnx.translate._fx_meta import is_transparent
+
     trace = node.meta.get("stack_trace") or ""
     lines = [ln.strip() for ln in trace.strip().splitlines()]
     for i in range(len(lines) - 1, -1, -1):
-        if lines[i].startswith("File "):
+        if lines[i].startswith("File ") and not is_transparent(lines[i]):
             code = lines[i + 1] if i + 1 < len(lines) else ""
             return f"{lines[i]}: {code}".replace('File "', "").replace('", line ', ":")
     return "(no source line recorded)"

@@ -18,6 +18,15 @@ class Source:
     module_type: str
 
 
+# pt2onnx's own frames that sit between the model's line and the op while capturing (a
+# TorchFunctionMode that rewrites a few calls sees every op): never the source.
+TRANSPARENT_FRAMES = ("pt2onnx/frontends/_rewrites.py",)
+
+
+def is_transparent(frame_line: str) -> bool:
+    return any(name in frame_line.replace("\\", "/") for name in TRANSPARENT_FRAMES)
+
+
 def source_of(node: torch.fx.Node, cache: dict[Any, Source]) -> Source:
     stack = node.meta.get("stack_trace") or ""
     modules = node.meta.get("nn_module_stack") or {}
@@ -36,6 +45,8 @@ def source_of(node: torch.fx.Node, cache: dict[Any, Source]) -> Source:
             continue
         code = lines[i + 1].strip() if i + 1 < len(lines) else ""
         text = f"{line}: {code}" if code else line
+        if is_transparent(line):
+            continue
         fallback = fallback or text
         if line.startswith('File "<') or "/site-packages/torch/" in line:
             continue
