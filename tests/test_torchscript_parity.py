@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.export import Dim
 
 import pt2onnx
 
@@ -243,3 +244,27 @@ def test_view_into_pairs_of_a_dynamic_dim():
                    dynamic_axes={"input_1": [0]})
     for n in (0, 2, 6, 10):
         assert prog.verify(torch.randn(n)).ok, n
+
+
+class _Tensordot(nn.Module):
+    def forward(self, x, y):  # type: ignore[no-untyped-def]
+        return torch.tensordot(x, y, dims=([1, 0], [0, 1]))
+
+
+def test_tensordot_with_every_dim_dynamic():
+    """test_tensordot_dynamic_dim: torch ties the contracted dims across the inputs, then
+    the size-oblivious capture guarded them != 1, which their ranges violate; the tied
+    spec is now captured by an ordinary capture. torch.tensordot also broadcasts a
+    contracted dim of 1 (it sums the other side's dim away), which the graph traced for
+    equal sizes does not: with the dims declared down to 1, each side's 1 is run, and
+    where two ties would each need a graph of their own the export refuses, typed, with
+    the way out; declared from 2, the file is general."""
+    names = ["input_1", "input_2"]
+    example = (torch.randn(3, 4, 5), torch.randn(4, 3, 2))
+    with pytest.raises(pt2onnx.SizeOneError, match=r"Dim\('input_\d_dim\d', min=2\)"):
+        _export(_Tensordot(), example, input_names=names,
+                dynamic_axes={"input_1": [0, 1, 2], "input_2": [0, 1, 2]})
+    a, b, c, d = (Dim(n, min=2) for n in "abcd")
+    prog = _export(_Tensordot(), example, dynamic_shapes=({0: a, 1: b, 2: c}, {0: b, 1: a, 2: d}))
+    for x, y in [((6, 7, 2), (7, 6, 3)), ((2, 5, 3), (5, 2, 4))]:
+        assert prog.verify(torch.randn(x), torch.randn(y)).ok, (x, y)

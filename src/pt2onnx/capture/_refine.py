@@ -137,40 +137,52 @@ def _export_refined(
         refined = _compat.refine_dynamic_shapes(applied, spec)
     except Exception:
         raise first from None
+    failed: BaseException | None = None
     with log, mode():
         try:
             program = _export(module, args, kwargs, refined, strict)
         except Exception as exc:
-            grown = _grown_refined(module, args, kwargs, declared, refined, strict, exc)
-            if grown is not None:
-                return _checked(Refined(grown, refined, notes=notes), inputs, log)
-            if is_constraint_violation(exc):
-                raise CaptureError(
-                    "torch.export rejected the dynamic shapes even after applying its own "
-                    "suggested fixes (" + "; ".join(applied) + "):\n  - "
-                    + _torch_message(exc)
-                    + "\nNext step: the dims above are tied together in a way torch.export "
-                    "cannot express; declare fewer of them dynamic, or make them one Dim."
-                ) from None
-            raise
+            failed = exc
+    if failed is not None:
+        with log:  # outside the size-oblivious mode: the retries choose their own
+            grown = _grown_refined(module, args, kwargs, declared, refined, strict, failed)
+        if grown is not None:
+            return _checked(Refined(grown, refined, notes=notes), inputs, log)
+        if is_constraint_violation(failed):
+            raise CaptureError(
+                "torch.export rejected the dynamic shapes even after applying its own "
+                "suggested fixes (" + "; ".join(applied) + "):\n  - "
+                + _torch_message(failed)
+                + "\nNext step: the dims above are tied together in a way torch.export "
+                "cannot express; declare fewer of them dynamic, or make them one Dim."
+            ) from None
+        raise failed
     return _checked(Refined(program, refined, notes=notes), inputs, log)
 
 
 def _grown_refined(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
                    declared: list[DeclaredAxis], refined: Any, strict: bool,
                    exc: BaseException) -> torch.export.ExportedProgram | None:
-    """The refined spec captured from the example with every declared dim doubled, where
-    the example itself failed it: a fix such as ``n = 2*half`` can put a new root at 1
-    (``view(-1, 2)`` of 2 elements), which torch then specialises."""
+    """The refined spec captured another way, where the example failed it:
+
+    - an ordinary capture of the same example: a size-oblivious one guards ``s != 1``
+      (tensordot), which a range that holds 1 violates; the size-1 proof checks 1;
+    - the example with every declared dim doubled: a fix such as ``n = 2*half`` can put
+      a new root at 1 (``view(-1, 2)`` of 2 elements), which torch then specialises.
+    """
     from pt2onnx.capture._resize import _grown
 
     if not is_constraint_violation(exc):
         return None
     grown = _grown(args, kwargs, bound_inputs(module, args, kwargs), declared, None)
-    if grown is None:
-        return None
-    try:
-        with _compat.size_oblivious():
-            return _export(module, *grown, refined, strict)
-    except Exception:
-        return None
+    tries: list[tuple[tuple[tuple[Any, ...], dict[str, Any]], Any]] = [
+        ((args, kwargs), contextlib.nullcontext)]
+    if grown is not None:
+        tries += [(grown, _compat.size_oblivious), (grown, contextlib.nullcontext)]
+    for (a, k), mode in tries:
+        try:
+            with mode():
+                return _export(module, a, k, refined, strict)
+        except Exception:
+            continue
+    return None
