@@ -78,7 +78,7 @@ _MASK_INDEX_OPS = {aten.index.Tensor, aten.index_put.default, aten.index_put_.de
 
 # Ops whose cost grows with the example's compute (multiply-adds), where the graph does
 # not: on inputs that come from the model's inputs, a recording takes only their output's
-# shape from the meta kernel and hands the model zeros of it. No recorded decision can
+# shape from the meta kernel and hands the model a tensor of that shape. No recorded decision can
 # depend on those values: reading a value of a tensor derived from the inputs is already
 # Unrecordable. Below _SHAPE_ONLY_ABOVE multiply-adds, computing is cheaper than asking.
 _HEAVY = {
@@ -123,8 +123,12 @@ def _work(func: Any, tensors: list[torch.Tensor]) -> int:
 
 
 def _zeros_like_meta(value: Any) -> Any:
+    """A tensor for each meta tensor in ``value``. Floats are left uninitialized (a large
+    allocation is fresh pages from the OS, zero until written: no pass over the memory);
+    integers and bools are zeroed, so an index derived from them stays in range."""
     def one(t: torch.Tensor) -> torch.Tensor:
-        return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype).zero_()
+        out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype)
+        return out if t.dtype.is_floating_point or t.dtype.is_complex else out.zero_()
 
     return _map_tensors(one, value)
 
