@@ -26,9 +26,11 @@ import contextlib
 import gc
 import io
 import os
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -70,14 +72,17 @@ def _seconds(fn: Callable[[], Any]) -> float:
 def _paths(model: torch.nn.Module, args: tuple[Any, ...]) -> dict[str, Callable[[], Any]]:
     def export(mode: str) -> Callable[[], Any]:
         def run() -> Any:
-            with _capture(mode):
-                return pt2onnx.export(model, args, io.BytesIO())
+            # A file, as users write one (a model past 2 GB has no in-memory proto).
+            with _capture(mode), tempfile.TemporaryDirectory() as tmp:
+                return pt2onnx.export(model, args, Path(tmp) / "model.onnx")
         return run
 
     def dynamo() -> Any:
         sink = io.StringIO()
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            return torch.onnx.export(model, args, dynamo=True, report=False, verbose=False)
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+                tempfile.TemporaryDirectory() as tmp:
+            return torch.onnx.export(model, args, str(Path(tmp) / "model.onnx"), dynamo=True,
+                                     report=False, verbose=False)
 
     def eager() -> Any:
         with torch.no_grad():
