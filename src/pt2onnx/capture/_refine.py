@@ -61,7 +61,7 @@ def export_refined(
                 refined = _export_refined(module, *scaled, spec, strict, oblivious=oblivious)
             except Exception:
                 continue
-            if not any(" bounded to " in note for note in refined.notes):
+            if not _raises_a_minimum(refined.notes, declared):
                 return refined
             narrowed = narrowed or refined
         if narrowed is not None:
@@ -186,3 +186,24 @@ def _grown_refined(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[
         except Exception:
             continue
     return None
+
+
+_BOUNDED = re.compile(r"^(\w+) bounded to \[(\d+), (\w+)\]")
+
+
+def _raises_a_minimum(notes: list[str], declared: list[DeclaredAxis]) -> bool:
+    """Whether the only narrowing in ``notes`` raises a dim's minimum (``x[:, 2:]`` of b
+    gives b >= 4 in an ordinary capture, which treats sizes as never 0 or 1). A new
+    maximum is the model's own (BERT's positions end at 512): that capture is kept."""
+    raised = False
+    maxima = {a.name: getattr(a.dim, "max", None) for a in declared if a.name}
+    for note in notes:
+        m = _BOUNDED.match(note)
+        if m is None:
+            continue
+        upper, declared_max = m.group(3), maxima.get(m.group(1))
+        if upper not in ("inf", "oo", "int_oo") and (
+                not isinstance(declared_max, int) or int(upper) < declared_max):
+            return False
+        raised = True
+    return raised
