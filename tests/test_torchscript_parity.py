@@ -268,3 +268,26 @@ def test_tensordot_with_every_dim_dynamic():
     prog = _export(_Tensordot(), example, dynamic_shapes=({0: a, 1: b, 2: c}, {0: b, 1: a, 2: d}))
     for x, y in [((6, 7, 2), (7, 6, 3)), ((2, 5, 3), (5, 2, 4))]:
         assert prog.verify(torch.randn(x), torch.randn(y)).ok, (x, y)
+
+
+class _Chunk(nn.Module):
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return torch.chunk(x, 3, dim=1)
+
+
+def test_chunk_of_a_dynamic_dim_narrows_to_where_the_count_holds():
+    """test_chunk: chunk(x, 3) along a dynamic dim gives 3 chunks only at 3 and from 5 on
+    (4 gives 2). torch.export cannot prove its guard and fixed the dim at the example's
+    13; the guard is evaluated size by size, and the dim is bounded to [5, inf] and
+    reported, where the file is right."""
+    kw = {"input_names": ["x"], "dynamic_axes": {"x": {0: "batch_size", 1: "dims"}}}
+    if tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13):
+        # torch 2.12 fixes the dim without naming the chunk-count guard: a typed refusal.
+        with pytest.raises(pt2onnx.CaptureError, match="dims .* is fixed to 13"):
+            _export(_Chunk(), (torch.randn(1, 13),), **kw)
+        return
+    with pytest.warns(UserWarning, match=r"dims bounded to \[5, inf\]"):
+        prog = pt2onnx.export(_Chunk(), (torch.randn(1, 13),), **kw)
+    assert any("dims bounded to [5, inf]" in r for r in prog.report.dynamic_refinements)
+    for shape in [(1, 14), (2, 15), (3, 5), (1, 40)]:
+        assert prog.verify(torch.randn(shape)).ok, shape

@@ -117,12 +117,15 @@ def _compiled_symbolic(guard: str, symbols: set[str]) -> Callable[[int], bool] |
 def guards_hold(message: str, sources: dict[str, set[str]],
                 ranges: dict[str, tuple[int, int | None]],
                 logged: dict[str, tuple[set[str], list[str]]] | None = None,
+                narrowed: dict[str, int] | None = None,
                 ) -> tuple[set[str], list[str]] | None:
     """The Dims whose violated guards all hold over their range, and a note per Dim;
     None when any guard fails somewhere or cannot be read. The guards are the lines of
     the violation; where torch only says it specialised a Dim (torch 2.12), every
     guard the capture logged on the Dim's symbols (``logged``: name -> (symbols,
-    guards))."""
+    guards)). Where a guard fails only below some size and holds from it on, among the
+    sizes checked one by one (``chunk(x, 3)`` gives 3 chunks from 5 on), the Dim's new
+    minimum goes into ``narrowed`` and its note says it is bounded."""
     found = violated_guards(message)
     compile_as: Callable[[str, str], Callable[[int], bool] | None]
     if found is not None:
@@ -141,15 +144,26 @@ def guards_hold(message: str, sources: dict[str, set[str]],
             return None
         lo, hi = ranges[name]
         sizes, exhaustive = _sizes(lo, hi)
+        failing: list[int] = []
         for guard in guards:
             holds = compile_as(guard, name)
             if holds is None:
                 return None
             try:
-                if not all(holds(b) for b in sizes):
-                    return None
+                failing += [b for b in sizes if not holds(b)]
             except Exception:  # a division by a size of 0, an unknown function
                 return None
+        if failing:
+            start = max(failing) + 1
+            if narrowed is None or start > lo + EXHAUSTIVE or (hi is not None and start > hi):
+                return None
+            narrowed[name] = start
+            top = hi if hi is not None else "inf"
+            notes.append(f"{name} bounded to [{start}, {top}]: torch.export could not prove "
+                         f"the guard {' and '.join(guards)}; pt2onnx evaluated it at every "
+                         f"size from {lo}, and it fails at {sorted(set(failing))[:8]} and "
+                         f"holds from {start} on")
+            continue
         span = f"{lo}..{hi}" if hi is not None else f"{lo}.."
         how = "every size" if exhaustive else f"every size to {lo + EXHAUSTIVE} and samples"
         notes.append(f"dynamic dim {name}: torch.export could not prove the guard "
@@ -158,14 +172,21 @@ def guards_hold(message: str, sources: dict[str, set[str]],
     return set(found), notes
 
 
-def as_dynamic(spec: Any, names: set[str]) -> Any:
-    """``spec`` with the Dims of these names replaced by ``Dim.DYNAMIC``."""
+def as_dynamic(spec: Any, names: set[str], minima: dict[str, int] | None = None) -> Any:
+    """``spec`` with the Dims of these names replaced by ``Dim.DYNAMIC`` (from a new
+    minimum where ``minima`` gives one)."""
+    minima = minima or {}
+
     def walk(s: Any) -> Any:
         if isinstance(s, dict):
             return {k: walk(v) for k, v in s.items()}
         if isinstance(s, (list, tuple)):
             return type(s)(walk(v) for v in s)
-        if getattr(s, "__name__", None) in names and hasattr(s, "min"):
+        name = getattr(s, "__name__", None)
+        if name in names and hasattr(s, "min"):
+            if name in minima:
+                top = s.max if isinstance(s.max, int) and s.max < 2**31 else None
+                return torch.export.Dim.DYNAMIC(min=minima[name], max=top)
             return torch.export.Dim.DYNAMIC
         return s
 
@@ -196,14 +217,19 @@ def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs
         logged[name] = (symbols, sorted({g.expr.removeprefix("runtime_assert ").strip()
                                          for g in log.guards
                                          if symbols and pattern.search(g.expr)}))
-    verdict = guards_hold(text, sources, ranges, logged)
+    minima: dict[str, int] = {}
+    verdict = guards_hold(text, sources, ranges, logged, minima)
     if verdict is None:
         return None
     names, notes = verdict
+    if any(a.name in minima and a.size < minima[a.name] for a in declared):
+        return None  # the example itself is below the new minimum
     with log, mode():
         try:
-            program = _export(module, args, kwargs, as_dynamic(spec, names), strict)
+            program = _export(module, args, kwargs, as_dynamic(spec, names, minima), strict)
         except Exception:
             return None
-    return _checked(Refined(program, spec, assumed=notes), bound_inputs(module, args, kwargs),
-                    log)
+    bounded = [n for n in notes if " bounded to " in n]
+    return _checked(Refined(program, spec, notes=bounded,
+                            assumed=[n for n in notes if n not in bounded]),
+                    bound_inputs(module, args, kwargs), log)
