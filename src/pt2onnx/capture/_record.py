@@ -78,9 +78,10 @@ _MASK_INDEX_OPS = {aten.index.Tensor, aten.index_put.default, aten.index_put_.de
 
 # Ops whose cost grows with the example's compute (multiply-adds), where the graph does
 # not: on inputs that come from the model's inputs, a recording takes only their output's
-# shape from the meta kernel and hands the model a tensor of that shape. No recorded decision can
-# depend on those values: reading a value of a tensor derived from the inputs is already
-# Unrecordable. Below _SHAPE_ONLY_ABOVE multiply-adds, computing is cheaper than asking.
+# shape from the meta kernel and hands the model a tensor of that shape. No recorded
+# decision can depend on those values: reading a value of a tensor derived from the
+# inputs is already Unrecordable. Below _SHAPE_ONLY_ABOVE multiply-adds, computing is
+# cheaper than asking.
 _HEAVY = {
     aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
     aten.addbmm.default, aten.mv.default, aten.convolution.default,
@@ -241,7 +242,7 @@ class _Recording:
 
     def shape_only(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                    tensors: list[torch.Tensor], op: Any = None) -> Any:
-        """Zeros shaped like ``func``'s output, from its meta kernel, when computing it
+        """A tensor shaped like ``func``'s output, from its meta kernel, when computing it
         would cost more than _SHAPE_ONLY_ABOVE multiply-adds; None: compute it."""
         if _compute_real() or any(t.device.type != "cpu" for t in tensors) or _work(
                 op or func, tensors) < _SHAPE_ONLY_ABOVE:
