@@ -260,8 +260,10 @@ def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
 
 @pytest.fixture
 def shape_only_calls(monkeypatch):
+    """Counts the heavy ops taken by shape; the compute budget is 0, as for a large model."""
     from pt2onnx.capture import _record
 
+    monkeypatch.setattr(_record, "_COMPUTE_BUDGET", 0)
     calls: list[int] = []
     original = _record._zeros_like_meta
 
@@ -295,4 +297,16 @@ def test_small_ops_and_eager_mode_compute(shape_only_calls, monkeypatch):
     prog = pt2onnx.export(_Heavy().eval(), _inputs())
     assert prog.report.capture_strategy == RECORDED
     assert len(shape_only_calls) == small == 0
+    assert prog.verify().ok
+
+
+def test_a_small_model_computes_within_the_budget(shape_only_calls, monkeypatch):
+    """Under the compute budget every heavy op is computed: a small model's whole forward
+    costs less than loading torch's meta kernels (YOLO11n's fresh-process export)."""
+    from pt2onnx.capture import _record
+
+    monkeypatch.setattr(_record, "_COMPUTE_BUDGET", 10**12)
+    prog = pt2onnx.export(_Heavy().eval(), _inputs())
+    assert prog.report.capture_strategy == RECORDED
+    assert not shape_only_calls
     assert prog.verify().ok

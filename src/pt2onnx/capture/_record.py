@@ -94,6 +94,11 @@ for _name in ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_produc
     if _packet is not None:
         _HEAVY.add(_packet.default)
 _SHAPE_ONLY_ABOVE = 1 << 21
+# The first meta kernel a process asks for imports torch's meta registrations (about
+# 0.25 s here), more than a small model's whole forward: heavy ops are computed until
+# their multiply-adds pass this budget (YOLO11n's forward is about 3.3e9), and only the
+# ones after it are taken by shape.
+_COMPUTE_BUDGET = 5_000_000_000
 
 
 def _compute_real() -> bool:
@@ -101,7 +106,26 @@ def _compute_real() -> bool:
     return os.environ.get("PT2ONNX_CAPTURE", "").strip().lower() == "eager"
 
 
-def _work(func: Any, tensors: list[torch.Tensor]) -> int:
+def _conv_outputs(x: torch.Tensor, w: torch.Tensor, args: tuple[Any, ...]) -> int:
+    """Output elements of ``convolution(x, w, bias, stride, padding, dilation, ...)``
+    (stride 1 and no padding where the arguments are not those)."""
+    spatial = list(x.shape[2:])
+    def arg(i: int) -> list[int]:
+        value = args[i] if len(args) > i else None
+        if isinstance(value, int):
+            return [value] * len(spatial)
+        if isinstance(value, (list, tuple)) and len(value) == len(spatial) and all(
+                isinstance(v, int) for v in value):
+            return list(value)
+        return [1 if i != 4 else 0] * len(spatial)
+    stride, padding, dilation = arg(3), arg(4), arg(5)
+    out = x.shape[0] * w.shape[0] if x.dim() > 2 else w.shape[0]
+    for n, k, s, p, d in zip(spatial, w.shape[2:], stride, padding, dilation):
+        out *= max((n + 2 * p - d * (k - 1) - 1) // max(s, 1) + 1, 0)
+    return int(out)
+
+
+def _work(func: Any, tensors: list[torch.Tensor], args: tuple[Any, ...] = ()) -> int:
     """Multiply-adds of a heavy op, estimated from its inputs' shapes alone (asking the
     meta kernel for the output costs more than a small op: it is asked only above the
     threshold)."""
@@ -112,9 +136,8 @@ def _work(func: Any, tensors: list[torch.Tensor]) -> int:
     second = tensors[1] if len(tensors) > 1 else first
     if "attention" in name:  # q (.., L, E) against k (.., S, E), twice
         return 2 * first.numel() * (second.shape[-2] if second.dim() >= 2 else 1)
-    if "conv" in name:  # each input position through the whole weight (stride 1)
-        channels = first.shape[1] if first.dim() > 1 else 1
-        return first.numel() // max(channels, 1) * second.numel()
+    if "conv" in name:  # each output position through the weight's window
+        return _conv_outputs(first, second, args) * (second.numel() // max(second.shape[0], 1))
     if name.split("::")[-1].startswith(("addmm", "addbmm", "baddbmm")) and len(tensors) > 2:
         first, second = tensors[1], tensors[2]
     if "linear" in name:  # x (.., in) with w (out, in)
@@ -163,6 +186,7 @@ class _Recording:
         self.paused = 0
         self.module_stack: list[tuple[str, type]] = []
         self.shape_only_ops = 0  # heavy ops whose output the recording did not compute
+        self.computed_work = 0  # multiply-adds of the heavy ops it did compute
 
     # -- values ------------------------------------------------------------------
 
@@ -244,8 +268,13 @@ class _Recording:
                    tensors: list[torch.Tensor], op: Any = None) -> Any:
         """A tensor shaped like ``func``'s output, from its meta kernel, when computing it
         would cost more than _SHAPE_ONLY_ABOVE multiply-adds; None: compute it."""
-        if _compute_real() or any(t.device.type != "cpu" for t in tensors) or _work(
-                op or func, tensors) < _SHAPE_ONLY_ABOVE:
+        if _compute_real() or any(t.device.type != "cpu" for t in tensors):
+            return None
+        work = _work(op or func, tensors, tuple(args))
+        if work < _SHAPE_ONLY_ABOVE:
+            return None
+        if self.computed_work + work <= _COMPUTE_BUDGET:
+            self.computed_work += work
             return None
         try:
             meta = func(*self.fake(args), **self.fake(kwargs))
