@@ -517,3 +517,58 @@ def test_a_size_1_example_is_scaled_into_plain_tensors(tmp_path):
     path = tmp_path / "m.onnx"
     pt2onnx.export(model, inputs(1), path, dynamic_shapes=({1: b}, {1: b}, {0: b}))
     _run_at(path, model, inputs, [1, 4])
+
+
+def _write_through_contiguous(x):
+    v = torch.movedim(x * -2.5, 1, 0)  # (2, b, 2): contiguous only at b = 1
+    flat = v.reshape(-1, 2)  # a view at b = 1, a copy otherwise
+    v.contiguous()[:, :].sub_(1.5)  # writes into v (and flat) at b = 1 only
+    return flat * 1
+
+
+def _write_through_reshape(x):
+    t = (x * 1).transpose(0, 1)  # (2, b): contiguous only at b = 1
+    t.reshape(-1).add_(3)  # writes into t at b = 1 only
+    return t + 0
+
+
+def _write_through_flatten(x):
+    t = (x * 1).transpose(0, 1)
+    t.flatten().mul_(-1)
+    return t.sum(0)
+
+
+WRITES_THROUGH_LAYOUT = {
+    "contiguous": (_write_through_contiguous, lambda b: (torch.randn(b, 2, 2),)),
+    "reshape": (_write_through_reshape, lambda b: (torch.randn(b, 2),)),
+    "flatten": (_write_through_flatten, lambda b: (torch.randn(b, 3),)),
+}
+
+
+@pytest.mark.parametrize("case", list(WRITES_THROUGH_LAYOUT))
+def test_an_in_place_write_through_a_reshape_that_is_a_view_only_at_1(tmp_path, case):
+    """Both captures hold the same ops, but at b = 1 the reshape or contiguous() returns
+    its input and the write reaches another tensor (fuzz seed 2613, program 8014): the
+    point is run, and gets a graph of its own."""
+    fn, inputs_at = WRITES_THROUGH_LAYOUT[case]
+    model = One(fn)
+    path = tmp_path / "m.onnx"
+    prog = pt2onnx.export(model, inputs_at(4), path, input_names=["x"],
+                          dynamic_axes={"x": {0: "b"}})
+    assert any("b=1" in w and "graph for each side" in w for w in prog.report.warnings), \
+        prog.report.warnings
+    _run_at(path, model, inputs_at, [1, 4, 7])
+
+
+def test_an_in_place_write_that_reaches_nothing_else_is_not_run_at_1(tmp_path):
+    def fn(x):
+        y = (x * 2).flatten(1)
+        y.relu_()  # y is the only tensor read afterwards: no layout question
+        return y + 1
+
+    model = One(fn)
+    path = tmp_path / "m.onnx"
+    prog = pt2onnx.export(model, (torch.randn(4, 2, 3),), path, input_names=["x"],
+                          dynamic_axes={"x": {0: "b"}})
+    assert not any("b=1" in w for w in prog.report.warnings), prog.report.warnings
+    _run_at(path, model, lambda b: (torch.randn(b, 2, 3),), [1, 4, 7])

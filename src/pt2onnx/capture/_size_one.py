@@ -341,6 +341,7 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
     mask another way when the query has one token), so such a point is not refused here:
     the written file is run there against eager (:func:`settle`), which gives the
     size its own graph, or refuses, only where it is wrong."""
+    from pt2onnx.capture._aliasing import layout_dependent_write
     from pt2onnx.capture._dynamic import _export
     from pt2onnx.capture._resize import example_at
 
@@ -349,6 +350,8 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
     known = root_symbols(program)
     ones = [s for s in known if ones_allowed(program, s)]
     configs = [[s] for s in ones] + ([ones] if len(ones) > 1 else [])
+    # Same ops in both captures can still share memory differently at 1 (_aliasing.py).
+    write = layout_dependent_write(program.graph_module) if configs else None
     notes, unproved = _tie_points(module, program, strict, found_ties or [])
     # A tie the model runs apart is a dim per name: at the symbol's 1, all are 1.
     apart = {t.symbol: t for t in found_ties or [] if t.separate}
@@ -370,11 +373,16 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
                          f"size ({type(exc).__name__}: {why})")
             continue
         found = first_difference(program, at_one, values)
+        if found is None and write is not None:
+            step = _Step(write, (str(write.target), (), (), None))
+            found = (step, step)
         if found is not None:
             first = found[0] or found[1]
             tie = apart.get(config[0]) if len(config) == 1 else None
+            message = (_write_message(found[0], label) if found[0] is found[1] else
+                       _message(found, label, config, names))
             unproved.append(Unproved(
-                label, args1, kwargs1, _message(found, label, config, names), list(config),
+                label, args1, kwargs1, message, list(config),
                 [n for s in config if s in names for n in names[s].split(", ")],
                 _where(first.node) if first is not None else "",
                 [p[0] for p in tie.names.values()] if tie is not None else None))
@@ -478,6 +486,19 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
                          "the file declares (ONNX declares one rank per output); onnxruntime "
                          "warns and returns eager's shape")
     return notes
+
+
+def _write_message(step: _Step | None, label: str) -> str:
+    where = _where(step.node) if step is not None else "(unknown)"
+    return (
+        f"the exported graph computes something else than the model where {label}: "
+        f"at {where}\n"
+        "  an in-place op writes through a reshape or contiguous() that returns a view "
+        "at that size (the tensor is contiguous there) and a copy at the example's size, "
+        "so it changes another tensor at that size only.\n"
+        "Next step: write the op out of place (x = x - y instead of x.sub_(y)), or "
+        "clone() before writing, so the result does not depend on memory layout; or "
+        "declare the dim with min=2.")
 
 
 def _describe(step: _Step | None) -> str:
