@@ -44,12 +44,14 @@ def _gptj_indexes_its_buffer() -> bool:
 _GPTJ_ON_META = _gptj_indexes_its_buffer()
 
 
-def _checkpoint(name, path, layers=None, seed=0):
+def _checkpoint(name, path, layers=None, seed=0, dtype=None):
     """save_pretrained of a random model: ``layers`` layers where given (the stamping
-    tests' configs), else the generation tests' three."""
+    tests' configs), else the generation tests' three; stored in ``dtype`` if given."""
     torch.manual_seed(seed)
     config = CONFIGS[name](layers) if layers is not None else FAMILIES[name]()
     model = _vary(transformers.AutoModelForCausalLM.from_config(config).eval())
+    if dtype is not None:
+        model = model.to(dtype)
     model.save_pretrained(path)
     return model
 
@@ -99,6 +101,21 @@ def _weights(path):
 def test_streamed_export_equals_from_pretrained(name, layers, precision, tmp_path,
                                                 monkeypatch):
     _checkpoint(name, tmp_path / "ckpt", layers)
+    _streamed_equals_loaded(tmp_path, monkeypatch, precision, layers)
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "int4"])
+def test_a_bfloat16_checkpoint_streams_converted_a_block_at_a_time(precision, tmp_path,
+                                                                   monkeypatch):
+    """Every weight is converted on the way (bfloat16 to float32 or float16, or to
+    float32 rows for int4), a block at a time: the same bytes as from_pretrained's
+    whole-model conversion."""
+    _checkpoint("llama", tmp_path / "ckpt", 4, dtype=torch.bfloat16)
+    _streamed_equals_loaded(tmp_path, monkeypatch, precision, 4)
+
+
+def _streamed_equals_loaded(tmp_path, monkeypatch, precision, layers):
     streamed, loaded = _both(tmp_path / "ckpt", tmp_path, monkeypatch, precision)
     assert not [w for w in streamed.warnings if FELL_BACK in w], streamed.warnings
     # Built on the meta device: no parameter was ever loaded.

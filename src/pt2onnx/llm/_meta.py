@@ -87,6 +87,29 @@ class Checkpoint(WeightSource):
                                  offset=offset - start).reshape(shape)
         return t.to(dtype) if convert else t
 
+    def stored(self, name: str) -> torch.Tensor:
+        """The initializer ``name`` (the wrapper's name) as stored: see :meth:`mapped`."""
+        return self.mapped(_unwrapped(name))
+
+    def mapped(self, name: str) -> torch.Tensor:
+        """The tensor the model calls ``name`` as stored, mapped read-only from the file
+        (no copy, no conversion): for a writer or quantizer that converts it a block at
+        a time."""
+        if name in self.computed:
+            return self.computed[name]
+        path, stored_dtype, shape, offset, length = self.source.index[self.names[name]]
+        if not length:
+            return torch.empty(shape, dtype=stored_dtype)
+        start = offset - offset % mmap.ALLOCATIONGRANULARITY
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), length + offset - start, offset=start,
+                               access=mmap.ACCESS_READ)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "not writable": never written
+            return torch.frombuffer(mapped, dtype=stored_dtype,
+                                    count=length // stored_dtype.itemsize,
+                                    offset=offset - start).reshape(shape)
+
     def tensor(self, name: str) -> torch.Tensor:
         name = _unwrapped(name)
         return self.load(name, self.dtypes[name])
@@ -95,19 +118,31 @@ class Checkpoint(WeightSource):
                   shape: tuple[int, ...]) -> int:
         if _unwrapped(name) in self.computed:
             return super().copy_into(name, out, dtype, shape)
-        path, stored_dtype, _, offset, length = self.source.index[self.names[_unwrapped(name)]]
-        if stored_dtype != dtype:
+        path, stored_dtype, stored_shape, offset, length = self.source.index[
+            self.names[_unwrapped(name)]]
+        convert = stored_dtype != dtype
+        if convert and (tuple(stored_shape) != tuple(shape) or not (
+                stored_dtype.is_floating_point and dtype.is_floating_point)):
             return super().copy_into(name, out, dtype, shape)
-        scratch = _scratch()  # as stored: copied through in pieces
+        # Copied through in pieces, each converted on the way where the dtypes differ:
+        # never the whole tensor in memory, in either dtype.
+        scratch = _scratch()
+        written = 0
         with open(path, "rb", buffering=0) as f:
             f.seek(offset)
             left = length
             while left:
                 n = min(len(scratch), left)
                 _read_exactly(f, scratch[:n])
-                out.write(scratch[:n])
+                if convert:
+                    piece = torch.frombuffer(scratch[:n], dtype=stored_dtype).to(dtype)
+                    data = piece.view(torch.uint8).numpy().data
+                else:
+                    data = scratch[:n]
+                out.write(data)
+                written += len(data)
                 left -= n
-        return length
+        return written
 
 
 _SCRATCH_BYTES = 8 * 2**20
@@ -369,11 +404,31 @@ def attach(graph_model: ir.Model, checkpoint: Checkpoint) -> int:
     return count
 
 
-def _reader(checkpoint: Checkpoint, name: str, dtype: torch.dtype) -> Callable[[], torch.Tensor]:
-    return lambda: checkpoint.load(name, dtype)
+class _Read:
+    """A checkpoint tensor in the graph's dtype, read when called; ``stored()`` gives it
+    as stored, mapped (the int4 quantizer converts it a block of rows at a time)."""
+
+    def __init__(self, checkpoint: Checkpoint, name: str, dtype: torch.dtype,
+                 transpose: bool = False) -> None:
+        self.checkpoint, self.name, self.dtype, self.transpose = (
+            checkpoint, name, dtype, transpose)
+
+    def __call__(self) -> torch.Tensor:
+        t = self.checkpoint.load(self.name, self.dtype)
+        return t.t() if self.transpose else t
+
+    def stored(self) -> torch.Tensor:
+        t = self.checkpoint.mapped(self.name)
+        return t.t() if self.transpose else t
+
+
+def _reader(checkpoint: Checkpoint, name: str, dtype: torch.dtype) -> _Read:
+    return _Read(checkpoint, name, dtype)
 
 
 def _transposed(read: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+    if isinstance(read, _Read):
+        return _Read(read.checkpoint, read.name, read.dtype, not read.transpose)
     return lambda: read().t()
 
 

@@ -26,8 +26,29 @@ def quantize_rtn(weight: torch.Tensor, block: int = BLOCK, dequantize: bool = Tr
     ``[N, blocks]``, the dequantized weight ``[N, K]`` that MatMulNBits computes with,
     or None with ``dequantize=False``).
 
-    ``K`` is zero-padded to whole blocks; the padding dequantizes to zero.
+    ``K`` is zero-padded to whole blocks; the padding dequantizes to zero. Rows are
+    quantized a group at a time, each converted to float32 only then: a weight mapped
+    from a checkpoint in bfloat16 is never held whole in float32.
     """
+    n, k = weight.shape
+    blocks = -(-k // block)
+    packed = np.empty((n, blocks, block // 2), dtype=np.uint8)
+    scales = np.empty((n, blocks), dtype=np.float32)
+    dequant = torch.empty((n, k), dtype=weight.dtype) if dequantize else None
+    step = max(1, _ROWS_ELEMENTS // max(1, blocks * block))
+    for r in range(0, n, step):
+        p, sc, d = _quantize_rows(weight[r:r + step], block, dequantize)
+        packed[r:r + step], scales[r:r + step] = p, sc
+        if dequant is not None and d is not None:
+            dequant[r:r + step] = d
+    return packed, scales, dequant
+
+
+_ROWS_ELEMENTS = 4 * 2**20  # float32 elements quantized at once (16 MB)
+
+
+def _quantize_rows(weight: torch.Tensor, block: int, dequantize: bool,
+                   ) -> tuple[np.ndarray, np.ndarray, torch.Tensor | None]:
     w = weight.detach().to(torch.float32)
     n, k = w.shape
     blocks = -(-k // block)
@@ -41,7 +62,7 @@ def quantize_rtn(weight: torch.Tensor, block: int = BLOCK, dequantize: bool = Tr
     scale = torch.where(high >= -low, high, low) / -8.0
     # An all-zero block: any scale works; 1 keeps the division finite.
     safe = torch.where(scale == 0, torch.ones_like(scale), scale)
-    steps = grouped / safe  # then in place: one temporary for the whole weight
+    steps = grouped / safe  # then in place: one temporary for the rows
     q = steps.round_().clamp_(-8, 7).add_(8).to(torch.uint8)
     del steps
     packed = (q[..., 0::2] | (q[..., 1::2] << 4)).numpy()
@@ -136,6 +157,9 @@ def _rows(b: ir.Value) -> Callable[[], torch.Tensor]:
     if isinstance(src, torch.Tensor):
         return lambda: src.detach()
     rows = b.meta.get("pt2onnx.rows")
+    stored = getattr(rows, "stored", None)
+    if callable(stored):  # export-llm's checkpoint: as stored, converted by rows
+        return stored
     if callable(rows):
         return rows
     tensor = b.const_value

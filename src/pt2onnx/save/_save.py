@@ -98,17 +98,22 @@ def _write_tensor(value: ir.Value, tensor: ir.TensorProtocol, f: Any, source: An
     key = value.meta.get("pt2onnx.transpose_of")
     try:
         if key is not None:
-            # Stored transposed for MatMul: one tensor is read, transposed and written.
-            t = source.tensor(key).t()
-            if t.dtype != dtype or tuple(t.shape) != shape:
+            # Stored transposed for MatMul: one tensor is read, transposed and written;
+            # a source that maps it as stored (export-llm's checkpoint) has it converted
+            # a block at a time on the way.
+            stored = getattr(source, "stored", None)
+            t = (stored(key) if stored is not None else source.tensor(key)).t()
+            convert = stored is not None and t.dtype.is_floating_point and (
+                dtype.is_floating_point)
+            if (t.dtype != dtype and not convert) or tuple(t.shape) != shape:
                 raise SaveError(
                     f"weight {key!r} is {t.dtype} {list(t.shape)} (transposed) in the weights "
                     f"given, but the model expects {dtype} {list(shape)}."
                 )
             if hasattr(f, "write_transposed"):
-                f.write_transposed(t.t())
+                f.write_transposed(t.t(), dtype)
             else:
-                f.write(_tensor_buffer(t))
+                f.write(_tensor_buffer(t.to(dtype)))
         else:
             source.copy_into(value.meta.get("pt2onnx.weight", value.name), f, dtype, shape)
     except KeyError as exc:
@@ -214,30 +219,33 @@ class _StagedFile:
                 self._ship()
         return done
 
-    def write_transposed(self, w: torch.Tensor) -> None:
+    def write_transposed(self, w: torch.Tensor, dtype: torch.dtype | None = None) -> None:
+        """Writes ``w.t()``, converted to ``dtype`` (default: ``w``'s) block by block."""
         w = _cpu_plain(w.detach())
+        out_dtype = w.dtype if dtype is None or dtype == torch.bool else dtype
         rows, cols = w.shape
-        row_bytes = rows * w.element_size()
+        row_bytes = rows * out_dtype.itemsize
         i = 0
         while i < cols:
             stage = self._current()
             n = min(cols - i, (len(stage) - self._fill) // row_bytes)
             if n == 0:  # not one row of w.t() fits: that row spans two stages
-                self.write(_byte_view(w[:, i].contiguous()))
+                self.write(_byte_view(w[:, i].to(out_dtype).contiguous()))
                 i += 1
                 continue
             part = w[:, i:i + n]
             if n < cols or not w.is_contiguous():
-                if self._gather is None:  # never more than one stage: n rows fit in one
-                    self._gather = np.empty(len(stage), dtype=np.uint8)
+                el = w.element_size()
+                if self._gather is None or len(self._gather) < n * rows * el:
+                    # n rows fit in one stage: a stage's worth in w's own dtype
+                    self._gather = np.empty(max(len(stage), n * rows * el), dtype=np.uint8)
                 # Row copies in numpy, on bytes: one thread, any dtype. (torch.copy_
                 # splits this small copy across its threads and spends far more CPU.)
-                el = w.element_size()
-                gathered = self._gather[: n * row_bytes].reshape(rows, n * el)
+                gathered = self._gather[: n * rows * el].reshape(rows, n * el)
                 np.copyto(gathered, _bytes_2d(w)[:, i * el:(i + n) * el])
                 part = torch.from_numpy(gathered).view(w.dtype)
             out = torch.frombuffer(stage, dtype=torch.uint8, count=n * row_bytes,
-                                   offset=self._fill).view(w.dtype).view(n, rows)
+                                   offset=self._fill).view(out_dtype).view(n, rows)
             out.copy_(part.t())
             self._fill += n * row_bytes
             i += n
