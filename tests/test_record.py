@@ -261,18 +261,62 @@ def _inputs() -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.fixture
 def shape_only_calls(monkeypatch):
     """Counts the heavy ops taken by shape; the compute budget is 0, as for a large model."""
-    from pt2onnx.capture import _record
+    from pt2onnx.capture import _shape_only
 
-    monkeypatch.setattr(_record, "_COMPUTE_BUDGET", 0)
+    monkeypatch.setattr(_shape_only, "_COMPUTE_BUDGET", 0)
     calls: list[int] = []
-    original = _record._zeros_like_meta
+    original, own = _shape_only._zeros_like_meta, _shape_only._own_output
 
     def counted(value):  # type: ignore[no-untyped-def]
         calls.append(1)
         return original(value)
 
-    monkeypatch.setattr(_record, "_zeros_like_meta", counted)
+    def counted_own(func, args):  # type: ignore[no-untyped-def]
+        out = own(func, args)
+        if out is not None:
+            calls.append(1)
+        return out
+
+    monkeypatch.setattr(_shape_only, "_zeros_like_meta", counted)
+    monkeypatch.setattr(_shape_only, "_own_output", counted_own)
     return calls
+
+
+_aten = torch.ops.aten
+_OWN_CASES = [
+    (_aten.convolution.default, lambda: (torch.randn(2, 16, 33, 20), torch.randn(8, 4, 3, 5),
+                                         None, [2, 1], [1, 2], [1, 3], False, [0, 0], 4)),
+    (_aten.convolution.default, lambda: (torch.randn(3, 16, 33), torch.randn(8, 16, 3), None,
+                                         [2], [0], [1], False, [0], 1)),
+    (_aten.convolution.default, lambda: (
+        torch.randn(2, 8, 12, 12).to(memory_format=torch.channels_last),
+        torch.randn(4, 8, 3, 3), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)),
+    (_aten.convolution.default, lambda: (torch.randn(1, 3, 9, 9, 9), torch.randn(5, 3, 2, 2, 2),
+                                         torch.randn(5), [3, 3, 3], [0, 0, 0], [2, 2, 2],
+                                         False, [0, 0, 0], 1)),
+    (_aten.mm.default, lambda: (torch.randn(7, 5), torch.randn(5, 3))),
+    (_aten.addmm.default, lambda: (torch.randn(3), torch.randn(7, 5), torch.randn(5, 3))),
+    (_aten.bmm.default, lambda: (torch.randn(2, 7, 5), torch.randn(2, 5, 3))),
+    (_aten.baddbmm.default, lambda: (torch.randn(2, 7, 3), torch.randn(2, 7, 5),
+                                     torch.randn(2, 5, 3))),
+    (_aten.linear.default, lambda: (torch.randn(2, 4, 5), torch.randn(3, 5), torch.randn(3))),
+    (_aten.linear.default, lambda: (torch.randn(5), torch.randn(3, 5))),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_OWN_CASES)))
+def test_own_output_shapes_match_the_op(case):
+    """The shapes the recording gives a heavy op without asking torch's meta kernel (a
+    convolution's would first import torch's Python meta registrations) are the op's:
+    shape, dtype and strides, against the real op."""
+    from pt2onnx.capture import _shape_only
+
+    op, make = _OWN_CASES[case]
+    args = make()
+    got = _shape_only._own_output(op, args)
+    want = op(*args)
+    assert got is not None
+    assert (got.shape, got.dtype, got.stride()) == (want.shape, want.dtype, want.stride())
 
 
 def test_heavy_ops_are_recorded_by_shape_only(shape_only_calls):
@@ -301,12 +345,14 @@ def test_small_ops_and_eager_mode_compute(shape_only_calls, monkeypatch):
 
 
 def test_a_small_model_computes_within_the_budget(shape_only_calls, monkeypatch):
-    """Under the compute budget every heavy op is computed: a small model's whole forward
-    costs less than loading torch's meta kernels (YOLO11n's fresh-process export)."""
-    from pt2onnx.capture import _record
+    """Under the compute budget a heavy op that needs torch's meta kernel (attention) is
+    computed: a small model's whole forward costs less than loading torch's Python meta
+    registrations (YOLO11n's fresh-process export). The convolution and the Linear are
+    shaped by pt2onnx itself, which costs nothing: taken by shape at any budget."""
+    from pt2onnx.capture import _shape_only
 
-    monkeypatch.setattr(_record, "_COMPUTE_BUDGET", 10**12)
+    monkeypatch.setattr(_shape_only, "_COMPUTE_BUDGET", 10**12)
     prog = pt2onnx.export(_Heavy().eval(), _inputs())
     assert prog.report.capture_strategy == RECORDED
-    assert not shape_only_calls
+    assert len(shape_only_calls) == 2  # the Linear and the convolution
     assert prog.verify().ok

@@ -43,6 +43,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from pt2onnx.capture import _shape_only as _so
+
 aten = torch.ops.aten
 
 
@@ -75,87 +77,6 @@ _SHAPE_FROM_VALUES = {"aten::_pack_padded_sequence", "pt2onnx::packed_rnn",
 _STATIC_NAMESPACES = {"aten", "prims", "quantized_decomposed"}
 _STATIC_OPS = {"pt2onnx::as_output"}
 _MASK_INDEX_OPS = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default}
-
-# Ops whose cost grows with the example's compute (multiply-adds), where the graph does
-# not: on inputs that come from the model's inputs, a recording takes only their output's
-# shape from the meta kernel and hands the model a tensor of that shape. No recorded
-# decision can depend on those values: reading a value of a tensor derived from the
-# inputs is already Unrecordable. Below _SHAPE_ONLY_ABOVE multiply-adds, computing is
-# cheaper than asking.
-_HEAVY = {
-    aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
-    aten.addbmm.default, aten.mv.default, aten.convolution.default,
-    aten._convolution.default, aten.linear.default,
-    aten.scaled_dot_product_attention.default,
-}
-for _name in ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math",
-              "mkldnn_convolution", "_scaled_dot_product_efficient_attention"):
-    _packet = getattr(aten, _name, None)
-    if _packet is not None:
-        _HEAVY.add(_packet.default)
-_SHAPE_ONLY_ABOVE = 1 << 21
-# The first meta kernel a process asks for imports torch's meta registrations (about
-# 0.25 s here), more than a small model's whole forward: heavy ops are computed until
-# their multiply-adds pass this budget (YOLO11n's forward is about 3.3e9), and only the
-# ones after it are taken by shape.
-_COMPUTE_BUDGET = 5_000_000_000
-
-
-def _compute_real() -> bool:
-    """PT2ONNX_CAPTURE=eager: the recording computes every op (for comparisons)."""
-    return os.environ.get("PT2ONNX_CAPTURE", "").strip().lower() == "eager"
-
-
-def _conv_outputs(x: torch.Tensor, w: torch.Tensor, args: tuple[Any, ...]) -> int:
-    """Output elements of ``convolution(x, w, bias, stride, padding, dilation, ...)``
-    (stride 1 and no padding where the arguments are not those)."""
-    spatial = list(x.shape[2:])
-    def arg(i: int) -> list[int]:
-        value = args[i] if len(args) > i else None
-        if isinstance(value, int):
-            return [value] * len(spatial)
-        if isinstance(value, (list, tuple)) and len(value) == len(spatial) and all(
-                isinstance(v, int) for v in value):
-            return list(value)
-        return [1 if i != 4 else 0] * len(spatial)
-    stride, padding, dilation = arg(3), arg(4), arg(5)
-    out = x.shape[0] * w.shape[0] if x.dim() > 2 else w.shape[0]
-    for n, k, s, p, d in zip(spatial, w.shape[2:], stride, padding, dilation):
-        out *= max((n + 2 * p - d * (k - 1) - 1) // max(s, 1) + 1, 0)
-    return int(out)
-
-
-def _work(func: Any, tensors: list[torch.Tensor], args: tuple[Any, ...] = ()) -> int:
-    """Multiply-adds of a heavy op, estimated from its inputs' shapes alone (asking the
-    meta kernel for the output costs more than a small op: it is asked only above the
-    threshold)."""
-    if not tensors:
-        return 0
-    name = func.name() if hasattr(func, "name") else ""
-    first = tensors[0]
-    second = tensors[1] if len(tensors) > 1 else first
-    if "attention" in name:  # q (.., L, E) against k (.., S, E), twice
-        return 2 * first.numel() * (second.shape[-2] if second.dim() >= 2 else 1)
-    if "conv" in name:  # each output position through the weight's window
-        return _conv_outputs(first, second, args) * (second.numel() // max(second.shape[0], 1))
-    if name.split("::")[-1].startswith(("addmm", "addbmm", "baddbmm")) and len(tensors) > 2:
-        first, second = tensors[1], tensors[2]
-    if "linear" in name:  # x (.., in) with w (out, in)
-        return first.numel() * (second.shape[0] if second.dim() else 1)
-    # a matrix product: a (.., m, k) with b (.., k, n), or a matrix with a vector
-    return first.numel() * (second.shape[-1] if second.dim() >= 2 else 1)
-
-
-def _zeros_like_meta(value: Any) -> Any:
-    """A tensor for each meta tensor in ``value``. Floats are left uninitialized (a large
-    allocation is fresh pages from the OS, zero until written: no pass over the memory);
-    integers and bools are zeroed, so an index derived from them stays in range."""
-    def one(t: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype)
-        return out if t.dtype.is_floating_point or t.dtype.is_complex else out.zero_()
-
-    return _map_tensors(one, value)
-
 
 def _is_plain(t: torch.Tensor) -> bool:
     return type(t) in (torch.Tensor, torch.nn.Parameter)
@@ -267,13 +188,17 @@ class _Recording:
     def shape_only(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                    tensors: list[torch.Tensor], op: Any = None) -> Any:
         """A tensor shaped like ``func``'s output, from its meta kernel, when computing it
-        would cost more than _SHAPE_ONLY_ABOVE multiply-adds; None: compute it."""
-        if _compute_real() or any(t.device.type != "cpu" for t in tensors):
+        would cost more than _so._SHAPE_ONLY_ABOVE multiply-adds; None: compute it."""
+        if _so._compute_real() or any(t.device.type != "cpu" for t in tensors):
             return None
-        work = _work(op or func, tensors, tuple(args))
-        if work < _SHAPE_ONLY_ABOVE:
+        work = _so._work(op or func, tensors, tuple(args))
+        if work < _so._SHAPE_ONLY_ABOVE:
             return None
-        if self.computed_work + work <= _COMPUTE_BUDGET:
+        own = _so._own_output(op or func, args)
+        if own is not None:
+            self.shape_only_ops += 1
+            return own
+        if self.computed_work + work <= _so._COMPUTE_BUDGET:
             self.computed_work += work
             return None
         try:
@@ -281,7 +206,7 @@ class _Recording:
         except Exception:  # no meta kernel: compute it
             return None
         self.shape_only_ops += 1
-        return _zeros_like_meta(meta)
+        return _so._zeros_like_meta(meta)
 
     def _bind(self, t: torch.Tensor, node: torch.fx.Node) -> None:
         base = t._base
@@ -429,7 +354,7 @@ class _Dispatch(TorchDispatchMode):
         schema = func._schema
         if schema.is_mutable:
             return self._inplace(func, args, kwargs, inputs)
-        out = rec.shape_only(func, args, kwargs, tensors) if tainted and func in _HEAVY \
+        out = rec.shape_only(func, args, kwargs, tensors) if tainted and func in _so._HEAVY \
             else None
         if out is None:
             out = func(*args, **kwargs)
@@ -507,7 +432,7 @@ class _Functions(TorchFunctionMode):
                     inputs = [rec.node_of(t) for t in tensors]
                     rec.paused += 1
                     try:
-                        out = rec.shape_only(func, args, kwargs, tensors, op) if op in _HEAVY \
+                        out = rec.shape_only(func, args, kwargs, tensors, op) if op in _so._HEAVY \
                             and any(n in rec.tainted for n in inputs) else None
                         if out is None:
                             out = func(*args, **kwargs)
