@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,13 +12,14 @@ import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
 from pt2onnx.errors import (
-    InvalidInputError,
     MissingOp,
     TranslationError,
     UnsupportedOperatorError,
 )
 from pt2onnx.translate import _builder, _decomp
 from pt2onnx.translate._baked_sizes import no_baked_sizes
+from pt2onnx.translate._checks import _check_output, _check_result, touches_complex
+from pt2onnx.translate._finish import ir_version, unname_tied_dims
 from pt2onnx.translate._fold import FOLD_LIMIT, Const, empty_result, fold, foldable, get_attr
 from pt2onnx.translate._fx_meta import (
     Source,
@@ -123,49 +123,11 @@ class Translator:
         for domain, version in self.g.domains.items():
             self.graph.opset_imports.setdefault(domain, version)
         if self.tie_sizes:
-            self._unname_tied_dims()
-        return ir.Model(self.graph, ir_version=self._ir_version(), producer_name="pt2onnx")
-
-    def _ir_version(self) -> int:
-        """10, or the IR version of the opset where a newer dtype (float4, float8e8m0,
-        int2) needs one; such a dtype below its first opset is refused."""
-        values = [*self.graph.inputs, *self.graph.outputs, *self.graph.initializers.values(),
-                  *(v for node in self.graph for v in node.outputs)]
-        found = {v.dtype for v in values
-                 if v.dtype is not None and v.dtype in _builder.DTYPE_OPSET}
-        if not found:
-            return 10
-        need = max(_builder.DTYPE_OPSET[d] for d in found)
-        if self.opset < need:
-            names = ", ".join(sorted(d.name for d in found))
-            raise TranslationError(
-                f"the model holds {names} tensors, which ONNX has only from opset {need}; "
-                f"this export is at opset {self.opset}. Next step: export with "
-                f"opset={need} or higher.")
-        import onnx.helper
-
-        return max(10, int(onnx.helper.find_min_ir_version_for([
-            onnx.helper.make_opsetid("", self.opset)])))
-
-    def _unname_tied_dims(self) -> None:
-        """A tied symbol stands for dims that differ at run time (b against a 1): a value
-        shape that names it would tell onnxruntime, which plans buffers by dim names,
-        that they are equal. Inside the graph those dims stay unnamed."""
-        import re
-
-        names = {str(self.sym_names.get(k, k)) for k in self.sym_names if str(k) in self.tie_sizes}
-        names |= set(self.tie_sizes)
-        pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
-        inputs = {id(v) for v in self.graph.inputs}
-        for node in ir.traversal.RecursiveGraphIterator(self.graph):
-            for value in node.outputs:
-                if id(value) in inputs or value.shape is None:
-                    continue
-                if any(isinstance(d, ir.SymbolicDim) and d.value and pattern.search(d.value)
-                       for d in value.shape):
-                    value.shape = ir.Shape([
-                        ir.SymbolicDim(None) if isinstance(d, ir.SymbolicDim) and d.value
-                        and pattern.search(d.value) else d for d in value.shape])
+            names = {str(self.sym_names.get(k, k)) for k in self.sym_names
+                     if str(k) in self.tie_sizes}
+            unname_tied_dims(self.graph, names | set(self.tie_sizes))
+        return ir.Model(self.graph, ir_version=ir_version(self.graph, self.opset),
+                        producer_name="pt2onnx")
 
     def inline(self, gm: torch.fx.GraphModule, inputs: list[Any],
                materialize: bool = True) -> list[Any]:
@@ -612,49 +574,3 @@ class Translator:
         value = ir.Value(name=node.name)
         self._type_value(value, val)
         return value
-
-
-def _has_complex(val: Any) -> bool:
-    if isinstance(val, torch.Tensor):
-        return val.is_complex()
-    if isinstance(val, (tuple, list)):
-        return any(_has_complex(v) for v in val)
-    return False
-
-
-def touches_complex(node: torch.fx.Node) -> bool:
-    """Whether ``node`` reads or writes a complex tensor (by its FX metadata)."""
-    return _has_complex(node.meta.get("val")) or any(
-        _has_complex(arg.meta.get("val")) for arg in node.all_input_nodes)
-
-
-def _check_output(index: int, value: Any) -> None:
-    if not isinstance(value, (Const, torch.Tensor, bool, int, float)):
-        raise InvalidInputError(
-            f"output {index} of the model is a {type(value).__name__} ({value!r:.60}), which "
-            "ONNX cannot represent: graph outputs are tensors. Next step: return only tensors "
-            "(and containers of tensors) from forward, or drop this output."
-        )
-
-
-def _check_result(node: torch.fx.Node, result: Any, fn: Any, src: Source) -> None:
-    """A rule must return one value per output of its FX node."""
-    val = node.meta.get("val")
-    if not isinstance(val, (torch.Tensor, tuple, list)) or node.target is operator.getitem:
-        return
-    want = len(val) if isinstance(val, (tuple, list)) else 1
-    is_seq = isinstance(result, (tuple, list))
-    if isinstance(val, torch.Tensor):
-        if result is not None and not is_seq:
-            return
-    elif is_seq and len(result) == want:
-        return
-    where = f"\n  at {src.source}" if src.source else ""
-    shown = f"{len(result)} output(s)" if is_seq else (
-        "a single value" if isinstance(result, ir.Value) else repr(result))
-    raise TranslationError(
-        f"the rule {getattr(fn, '__qualname__', fn)} for {op_name(node.target)} returned "
-        f"{shown}, but node {node.name} has {want} tensor output(s){where}\n"
-        "Next step: return one onnx_ir.Value per output of the op (a tuple when there are "
-        "several; g.op.X(..., _outputs=n) makes n outputs)."
-    )
