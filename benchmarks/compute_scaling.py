@@ -10,12 +10,15 @@ each, in one process, after a warm-up export of every path:
 - ``pt2onnx``: the default export;
 - ``recording that computes``: ``PT2ONNX_CAPTURE=eager`` (every op computed, as before);
 - ``torch.export path``: ``PT2ONNX_CAPTURE=export``;
-- ``dynamo``: ``torch.onnx.export(..., dynamo=True)``.
+- ``dynamo``: ``torch.onnx.export(..., dynamo=True)``;
+- ``TorchScript``: ``torch.onnx.export(..., dynamo=False)`` (it traces the model, so it
+  pays one forward too).
 
     python benchmarks/compute_scaling.py [--vit] [--vit-model NAME] [--sizes 224 448 896]
 
 The ViT cases need timm (the model tier's venv has it; ``pretrained=False``). Prints a
-table of seconds and the ratios pt2onnx / dynamo and pt2onnx / torch.export path. A
+table of seconds and the ratios pt2onnx / dynamo, pt2onnx / TorchScript and pt2onnx /
+torch.export path. A
 benchmark, not a test.
 """
 
@@ -84,12 +87,18 @@ def _paths(model: torch.nn.Module, args: tuple[Any, ...]) -> dict[str, Callable[
             return torch.onnx.export(model, args, str(Path(tmp) / "model.onnx"), dynamo=True,
                                      report=False, verbose=False)
 
+    def torchscript() -> Any:
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+                tempfile.TemporaryDirectory() as tmp:
+            return torch.onnx.export(model, args, str(Path(tmp) / "model.onnx"), dynamo=False)
+
     def eager() -> Any:
         with torch.no_grad():
             return model(*args)
 
     return {"eager": eager, "pt2onnx": export(""), "recording that computes": export("eager"),
-            "torch.export path": export("export"), "dynamo": dynamo}
+            "torch.export path": export("export"), "dynamo": dynamo, "TorchScript": torchscript}
 
 
 def _warm_up() -> None:
@@ -122,18 +131,20 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     _warm_up()
     names = [n for n in ("eager", "pt2onnx", "recording that computes", "torch.export path",
-                         "dynamo") if n not in args.skip]
+                         "dynamo", "TorchScript") if n not in args.skip]
     print("| case | " + " | ".join(f"{n} (s)" for n in names)
-          + " | pt2onnx / dynamo | pt2onnx / torch.export path |")
-    print("|---" * (len(names) + 3) + "|")
+          + " | pt2onnx / dynamo | pt2onnx / TorchScript | pt2onnx / torch.export path |")
+    print("|---" * (len(names) + 4) + "|")
     for label, model, example in _cases(args):
         paths = _paths(model, example)
         times = {n: _seconds(paths[n]) for n in names}
         ratio = (f"{times['pt2onnx'] / times['dynamo']:.2f}" if "dynamo" in times else "-")
+        vs_ts = (f"{times['pt2onnx'] / times['TorchScript']:.2f}" if "TorchScript" in times
+                 else "-")
         vs_export = (f"{times['pt2onnx'] / times['torch.export path']:.2f}"
                      if "torch.export path" in times else "-")
         print(f"| {label} | " + " | ".join(f"{times[n]:.2f}" for n in names)
-              + f" | {ratio} | {vs_export} |", flush=True)
+              + f" | {ratio} | {vs_ts} | {vs_export} |", flush=True)
     return 0
 
 
