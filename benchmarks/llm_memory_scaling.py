@@ -1,7 +1,8 @@
 """export-llm's peak memory against the checkpoint's size: 1B, 3B and 8B Llama shapes.
 
-Writes a random bfloat16 checkpoint of each Llama 3 shape straight to safetensors
-shards (the model is never built in memory: an 8B model is 16 GB in bfloat16), then
+Writes a random checkpoint (bfloat16 by default, ``--checkpoint-dtype``) of each Llama 3
+shape straight to safetensors shards (the model is never built in memory: an 8B model
+is 16 GB in bfloat16), then
 exports it with ``pt2onnx.export_llm`` to fp16 and to int4, each in a fresh process,
 with the model built on the meta device and each weight read, converted and written
 one at a time (the default). Prints the peak resident set (``VmHWM``: it counts the
@@ -9,7 +10,7 @@ checkpoint pages a map holds while a weight is read), the growth of anonymous me
 (sampled every 5 ms) and the export time, each peak as a ratio of the checkpoint.
 
     python benchmarks/llm_memory_scaling.py [--sizes 1b,3b,8b] [--precisions fp16,int4]
-        [--folder DIR] [--keep]
+        [--checkpoint-dtype bf16|fp16|fp32] [--folder DIR] [--keep]
 
 A benchmark, not a test: nothing is downloaded. The 8B checkpoint needs 16 GB of
 disk and its fp16 export 16 GB more (the export is deleted before the next one).
@@ -42,11 +43,12 @@ SHAPES: dict[str, dict[str, Any]] = {
                num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False),
 }
 _SHARD = 4 * GiB
+_DTYPES = {"bf16": (2, "bfloat16"), "fp16": (2, "float16"), "fp32": (4, "float32")}
 
 
-def write_checkpoint(folder: Path, size: str) -> tuple[int, int]:
-    """A random bfloat16 Llama checkpoint of the shape ``size``, one tensor at a time;
-    (parameters, bytes on disk)."""
+def write_checkpoint(folder: Path, size: str, dtype_name: str = "bf16") -> tuple[int, int]:
+    """A random Llama checkpoint of the shape ``size`` in ``dtype_name`` (bf16, fp16 or
+    fp32), one tensor at a time; (parameters, bytes on disk)."""
     import torch
     import transformers
     from safetensors import safe_open
@@ -54,7 +56,8 @@ def write_checkpoint(folder: Path, size: str) -> tuple[int, int]:
     config = transformers.LlamaConfig(
         vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
         bos_token_id=128000, eos_token_id=128001, pad_token_id=128001,
-        torch_dtype="bfloat16", **SHAPES[size])
+        torch_dtype=_DTYPES[dtype_name][1], **SHAPES[size])
+    dtype = getattr(torch, _DTYPES[dtype_name][1])
     folder.mkdir(parents=True, exist_ok=True)
     config.save_pretrained(folder)
     with torch.device("meta"):
@@ -69,16 +72,16 @@ def write_checkpoint(folder: Path, size: str) -> tuple[int, int]:
     count = 0
     for name, shape in shapes.items():
         if name.endswith("norm.weight"):
-            t = torch.ones(shape, dtype=torch.bfloat16)
+            t = torch.ones(shape, dtype=dtype)
         else:
-            t = (torch.randn(shape, generator=g) * 0.02).to(torch.bfloat16)
+            t = (torch.randn(shape, generator=g) * 0.02).to(dtype)
         count += t.numel()
-        if held and held + t.numel() * 2 > _SHARD:
+        if held and held + t.numel() * t.element_size() > _SHARD:
             _flush(folder, shards)
             shards.append({})
             held = 0
         shards[-1][name] = t
-        held += t.numel() * 2
+        held += t.numel() * t.element_size()
     _flush(folder, shards)
     total = len(shards)
     weight_map = {}
@@ -89,7 +92,7 @@ def write_checkpoint(folder: Path, size: str) -> tuple[int, int]:
         with safe_open(new, "pt") as f:
             weight_map.update({k: new.name for k in f.keys()})
     (folder / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": count * 2}, "weight_map": weight_map}))
+        {"metadata": {"total_size": count * dtype.itemsize}, "weight_map": weight_map}))
     return count, sum(f.stat().st_size for f in folder.glob("*.safetensors"))
 
 
@@ -107,28 +110,30 @@ def main() -> int:
     parser.add_argument("--precisions", default="fp16,int4")
     parser.add_argument("--folder", help="where the checkpoints go (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the checkpoints")
-    parser.add_argument("--write", nargs=2, metavar=("SIZE", "CKPT"))
+    parser.add_argument("--checkpoint-dtype", default="bf16", choices=list(_DTYPES))
+    parser.add_argument("--write", nargs=3, metavar=("SIZE", "CKPT", "DTYPE"))
     args = parser.parse_args()
     if args.write:
-        print(json.dumps(write_checkpoint(Path(args.write[1]), args.write[0])))
+        print(json.dumps(write_checkpoint(Path(args.write[1]), args.write[0], args.write[2])))
         return 0
     tmp = Path(args.folder or tempfile.mkdtemp(prefix="pt2onnx-llm-scaling-"))
     tmp.mkdir(parents=True, exist_ok=True)
-    print("| shape | parameters | checkpoint (bf16) | precision | peak RSS | peak RSS / "
+    print(f"| shape | parameters | checkpoint ({args.checkpoint_dtype}) | precision | peak RSS | peak RSS / "
           "checkpoint | anonymous growth | export | written |")
     print("|---|---|---|---|---|---|---|---|---|", flush=True)
     try:
         for size in args.sizes.split(","):
-            ckpt = tmp / f"llama-{size}"
+            ckpt = tmp / f"llama-{size}-{args.checkpoint_dtype}"
             if not (ckpt / "model.safetensors.index.json").exists():
-                made = subprocess.run([sys.executable, __file__, "--write", size, str(ckpt)],
+                made = subprocess.run([sys.executable, __file__, "--write", size, str(ckpt),
+                                       args.checkpoint_dtype],
                                       capture_output=True, text=True)
                 if made.returncode:
                     print(made.stderr[-3000:])
                     return 1
             files = list(ckpt.glob("*.safetensors"))
             nbytes = sum(f.stat().st_size for f in files)
-            params = nbytes // 2
+            params = nbytes // _DTYPES[args.checkpoint_dtype][0]
             for precision in args.precisions.split(","):
                 start = time.perf_counter()
                 r = llm_memory._run(ckpt, tmp / "out", precision, True)

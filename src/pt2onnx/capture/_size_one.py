@@ -281,7 +281,7 @@ def _tie_message(label: str, name: str, others: str) -> str:
 
 
 def _tie_points(module: torch.nn.Module, program: torch.export.ExportedProgram,
-                strict: bool, found: list[Tie],
+                found: list[Tie],
                 ) -> tuple[list[str], list[Unproved]]:
     """Each side of each tie at 1, the other at the example's size, where the model runs
     there: a point the written graph is run at (``settle``)."""
@@ -352,7 +352,7 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
     configs = [[s] for s in ones] + ([ones] if len(ones) > 1 else [])
     # Same ops in both captures can still share memory differently at 1 (_aliasing.py).
     write = layout_dependent_write(program.graph_module) if configs else None
-    notes, unproved = _tie_points(module, program, strict, found_ties or [])
+    notes, unproved = _tie_points(module, program, found_ties or [])
     # A tie the model runs apart is a dim per name: at the symbol's 1, all are 1.
     apart = {t.symbol: t for t in found_ties or [] if t.separate}
     names = {**names, **{s: ", ".join(t.names) for s, t in apart.items()}}
