@@ -13,7 +13,7 @@ import torch
 
 from pt2onnx import _compat, _legacy, _stages
 from pt2onnx._program import OnnxProgram as OnnxProgram
-from pt2onnx.capture import _capture, _dynamic, _size_one
+from pt2onnx.capture import _below_minimum, _capture, _dynamic, _size_one
 from pt2onnx.errors import (
     InvalidInputError,
     OpsetError,
@@ -159,6 +159,9 @@ def _export(
     if captured.size_one:
         with rep.stage("verify"):
             rep.warnings.extend(_size_one.settle(prog, captured, stages.at_one))
+    if captured.below_minimum:
+        with rep.stage("verify"):
+            rep.warnings.extend(_below_minimum.lift(prog, captured.below_minimum, rep))
     if call.verify:  # before saving: a file that does not match is never written
         with rep.stage("verify"):
             stages.verify(prog)

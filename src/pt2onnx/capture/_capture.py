@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from pt2onnx import _compat
-from pt2onnx.capture import _dynamic, _refine, _size_one
+from pt2onnx.capture import _below_minimum, _dynamic, _refine, _size_one
 from pt2onnx.capture._model_state import no_leaked_fake_tensors
 from pt2onnx.capture._model_state import preserved_state as preserved_state
 from pt2onnx.capture._spec import _complete_dynamic_shapes
@@ -45,6 +45,10 @@ class CaptureResult:
     # Declared dims torch.export tied that the model runs apart (one of them 1): the
     # file keeps their names (capture/_size_one.py's Tie).
     ties: list[Any] = field(default_factory=list)
+    # Dims narrowed below their declared minimum, with the sizes cut off where the model
+    # runs: the written graph is run there, and the range given back where it matches
+    # (capture/_below_minimum.py).
+    below_minimum: list[Any] = field(default_factory=list)
 
 
 class _CallableModule(torch.nn.Module):
@@ -334,11 +338,13 @@ def _capture_exported(
                   "and the other is not; the file keeps each name, and takes them equal or "
                   "either one 1 (each such point was checked)" for t in separate]
         notes += checked
+        below = _below_minimum.points(module, refined.program, refinements, positions,
+                                      _symbol_names(positions, refined))
         return CaptureResult(
             refined.program, f"torch.export(strict={strict})", errors, warnings=notes,
             dynamic_shapes=refined.dynamic_shapes, example=refined.example,
             refinements=refinements,
-            fixed_axes=refined.fixed, size_one=unproved, ties=separate,
+            fixed_axes=refined.fixed, size_one=unproved, ties=separate, below_minimum=below,
         )
     if dynamic_shapes is not None:
         # A trace has static shapes: writing one would drop the declared axes quietly.
