@@ -19,6 +19,7 @@ from pt2onnx.passes import (
     ort_cpu_types,
     pad_before_max_pool,
     runtime_workarounds,
+    single_term_products,
     transposed_matvec,
     unsplit_heads,
 )
@@ -43,6 +44,7 @@ def optimize(model: ir.Model) -> ir.Model:
     unsplit_heads.apply(model)
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
+    single_term_products.apply(model)
     transposed_matvec.apply(model)
     ort_cpu_types.apply(model)
     model = passes(model).model
@@ -61,6 +63,7 @@ def cleanup(model: ir.Model) -> ir.Model:
     unsplit_heads.apply(model)
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
+    single_term_products.apply(model)
     transposed_matvec.apply(model)
     ort_cpu_types.apply(model)
     return common.RemoveUnusedNodesPass()(model).model
