@@ -70,22 +70,12 @@ class Checkpoint(WeightSource):
         map goes when the tensor does, so the pages stay resident only meanwhile."""
         if name in self.computed:
             return self.computed[name].to(dtype)
-        path, stored_dtype, shape, offset, length = self.source.index[self.names[name]]
-        if not length:
-            return torch.empty(shape, dtype=dtype)
-        start = offset - offset % mmap.ALLOCATIONGRANULARITY
-        convert = stored_dtype != dtype
-        with open(path, "rb") as f:
+        stored_dtype = self.source.index[self.names[name]][1]
+        if stored_dtype != dtype:
             # Read-only where only the conversion reads it: such a map is not private
             # memory (RLIMIT_DATA leaves it out); a tensor handed on is copy-on-write.
-            mapped = mmap.mmap(f.fileno(), length + offset - start, offset=start,
-                               access=mmap.ACCESS_READ if convert else mmap.ACCESS_COPY)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # "not writable": never written
-            t = torch.frombuffer(mapped, dtype=stored_dtype,
-                                 count=length // stored_dtype.itemsize,
-                                 offset=offset - start).reshape(shape)
-        return t.to(dtype) if convert else t
+            return self._map(name, mmap.ACCESS_READ).to(dtype)
+        return self._map(name, mmap.ACCESS_COPY)
 
     def stored(self, name: str) -> torch.Tensor:
         """The initializer ``name`` (the wrapper's name) as stored: see :meth:`mapped`."""
@@ -97,13 +87,16 @@ class Checkpoint(WeightSource):
         a time."""
         if name in self.computed:
             return self.computed[name]
+        return self._map(name, mmap.ACCESS_READ)
+
+    def _map(self, name: str, access: int) -> torch.Tensor:
         path, stored_dtype, shape, offset, length = self.source.index[self.names[name]]
         if not length:
             return torch.empty(shape, dtype=stored_dtype)
         start = offset - offset % mmap.ALLOCATIONGRANULARITY
         with open(path, "rb") as f:
             mapped = mmap.mmap(f.fileno(), length + offset - start, offset=start,
-                               access=mmap.ACCESS_READ)
+                               access=access)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "not writable": never written
             return torch.frombuffer(mapped, dtype=stored_dtype,
