@@ -43,7 +43,7 @@ def test_eager_rounding_artifacts_are_not_mismatches(half: bool) -> None:
     assert out.cls == "ok", out.detail
 
 
-_CEIL_ERF = '''
+_CEIL_PRODUCT = '''
 import torch
 
 B = None
@@ -51,12 +51,20 @@ HALF = False
 
 
 class Program(torch.nn.Module):
-    def forward(self, x):
-        return torch.ceil(torch.erf(x)) + x
+    NUDGE = False  # set only while the oracle computes eager's outputs (see the test)
+
+    def forward(self, x, s):
+        p = x * s
+        if Program.NUDGE:
+            p = torch.nextafter(p, torch.zeros_like(p))
+        return torch.ceil(p) + x
 
 
 def make_inputs(b=5):
-    return (torch.tensor([-3.9239, -0.5, 0.25, 2.0]),)
+    # x * s = -(1 - 2**-46) exactly: float64 keeps it (ceil 0), float32 rounds it to -1.0
+    # (ceil -1). Both are IEEE products, so every CPU and runtime gives the same bits.
+    return (torch.tensor([-(1 - 2**-23), -0.5, 0.25, 2.0]),
+            torch.tensor([1 + 2**-23, 1.0, 1.0, 1.0]))
 
 
 def dynamic_shapes():
@@ -64,16 +72,41 @@ def dynamic_shapes():
 '''
 
 
-def test_an_ulp_of_eager_rounding_before_a_discontinuity_is_not_a_mismatch() -> None:
-    # Fuzz seed 2613, program 207: torch's float32 erf(-3.9239) is -0.99999994, one ulp
-    # above the correctly rounded -1.0f that onnxruntime gives, so ceil differs by 1.
-    # float64 agrees with torch (its erf is not rounded before the ceil); a program whose
-    # every op is rounded to float32 agrees with onnxruntime.
-    x = torch.tensor([-3.9239])
-    assert torch.ceil(torch.erf(x)).item() == 0.0
-    assert torch.ceil(torch.erf(x.double()).float()).item() == -1.0
-    out = oracle.check_source(_CEIL_ERF)
+def _nudged_eager(monkeypatch: Any) -> None:
+    """Eager's outputs as a kernel that is an ulp off would give them: the product one ulp
+    toward zero, before the ceil (fuzz seed 2613, program 207, was torch's float32
+    ``erf(-3.9239)`` on one CPU, and exactly -1.0 on another). The ulp is planted, so the
+    test does not depend on this machine's kernels."""
+    real = oracle._eager
+
+    def nudged(module: torch.nn.Module, args: Any) -> Any:
+        cls = type(module)
+        cls.NUDGE = True  # type: ignore[attr-defined]
+        try:
+            return real(module, args)
+        finally:
+            cls.NUDGE = False  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(oracle, "_eager", nudged)
+
+
+def test_an_ulp_of_eager_rounding_before_a_discontinuity_is_not_a_mismatch(
+        monkeypatch: Any) -> None:
+    # onnxruntime rounds the product to -1.0f (ceil -1); eager's planted ulp gives ceil 0.
+    # The float64 opinion agrees with eager (it never rounds the product); the opinion that
+    # rounds each op to float32 agrees with onnxruntime.
+    _nudged_eager(monkeypatch)
+    out = oracle.check_source(_CEIL_PRODUCT)
     assert out.cls == "ok", out.detail
+
+
+def test_without_the_rounded_opinion_the_ulp_is_a_mismatch(monkeypatch: Any) -> None:
+    # The same program with the per-op opinion switched off: the planted ulp is seen, so
+    # the test above passes because of that opinion, not because nothing differed.
+    _nudged_eager(monkeypatch)
+    monkeypatch.setattr(oracle, "_rounded_each_op", lambda *a, **k: None)
+    out = oracle.check_source(_CEIL_PRODUCT)
+    assert out.cls == "mismatch", out
 
 
 def test_a_wrong_model_is_still_a_mismatch(monkeypatch: Any) -> None:
