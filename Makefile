@@ -15,7 +15,7 @@ MKVENV := tools/mkvenv.sh
 IN_SRC := PYTHONPATH=$(CURDIR)/src
 FAST := -m "not models and not slow" tests
 
-.PHONY: fuzz fuzz-compare venv demo test test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-downstream bench-zoo bench-meta lint typecheck docs clean
+.PHONY: fuzz fuzz-compare venv demo test test-cpu-default test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-downstream bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS) constraints-deps.txt
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 $(FAST)
+
+# The fast tier on torch's unvectorized CPU kernels (CI runs both): no test may depend
+# on the CPU's vector width (docs/testing.md).
+test-cpu-default: $(STAMP)
+	ATEN_CPU_CAPABILITY=default $(PY) -m pytest -q -n 2 $(FAST)
 
 # The fast tier on any torch release: make test-torch VERSION=2.15.0. tools/mkvenv.sh
 # builds (or reuses) a venv from the constraints file pinning that release, or from

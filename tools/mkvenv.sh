@@ -14,6 +14,10 @@
 # reused only when its stamp (written last) holds that key, and is built under a lock,
 # so concurrent runs share it safely. Unpinned requirements stay at what they resolved
 # to when the venv was built; `make test` (.venv) always resolves afresh.
+# Eviction: each use touches the venv's stamp; of the venvs for one torch release and
+# one set of extras (older keys), the $PT2ONNX_VENV_KEEP most recently used stay (default
+# 2: this one and the one before, for switching between branches), and the rest are
+# removed (each 1-6 GB). A venv whose lock another build holds is left alone.
 # Needs Python >= 3.11 (tomllib) and flock.
 set -euo pipefail
 
@@ -78,7 +82,26 @@ PY
         "$venv/bin/python" -c "import torch, onnxruntime; print('mkvenv: torch', torch.__version__, 'onnxruntime', onnxruntime.__version__)" >&2
         echo "$key" > "$venv/.stamp"
     fi
+    touch "$venv/.stamp"
+    evict "$base" "torch-$version-${extras//,/-}-" "${PT2ONNX_VENV_KEEP:-2}"
     echo "$venv"
+}
+
+# evict BASE PREFIX KEEP: removes all but the KEEP most recently used venvs named
+# PREFIX<16 hex digits> under BASE.
+evict() {
+    local base=$1 prefix=$2 keep=$3 n=0 stamp dir
+    while read -r stamp; do
+        dir=${stamp%/.stamp}
+        [[ $(basename "$dir") =~ ^${prefix//./\\.}[0-9a-f]{16}$ ]] || continue
+        n=$((n + 1))
+        (( n > keep )) || continue
+        # Skip a venv another build holds; its lock file goes with it otherwise.
+        if ( exec 8>"$dir.lock"; flock -n 8 ) 2>/dev/null; then
+            echo "mkvenv: evicting $dir (older than the $keep most recently used)" >&2
+            rm -rf "$dir" "$dir.log" "$dir.lock"
+        fi
+    done < <(ls -1t "$base"/"$prefix"*/.stamp 2>/dev/null)
 }
 
 main "$@"

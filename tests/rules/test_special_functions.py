@@ -41,9 +41,16 @@ def _run(fn: Callable[..., Any], *args: torch.Tensor, opset: int = pt2onnx.DEFAU
     return got, fn(*args)
 
 
-def _assert_close(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> None:
+def _assert_close(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float,
+                  wide: torch.Tensor | None = None) -> None:
+    """``got`` against eager's ``want``; where ``wide`` (eager in float64) is given, a value
+    within tolerance of it is right too: at a float32 rounding boundary eager's own result
+    depends on the CPU's kernels (T_129(1.25) = 2**128 is inf from torch's unvectorized
+    kernel, the largest float32 from its AVX2 and AVX-512 ones)."""
     assert got.dtype == want.dtype and got.shape == want.shape
     ok = torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if wide is not None:
+        ok |= torch.isclose(got.double(), wide, rtol=rtol, atol=atol, equal_nan=True)
     bad = (~ok).nonzero()
     assert not len(bad), (f"{len(bad)} mismatches, first at {bad[0].tolist()}: "
                           f"got {got[tuple(bad[0])].item()}, eager {want[tuple(bad[0])].item()}")
@@ -72,8 +79,9 @@ def test_polynomial_edges(name: str, dtype: torch.dtype) -> None:
     got, want = _run(fn, x, n)
     # The recurrence matches torch to rounding; the trigonometric branch (|x| < 1, large
     # n) differs by n ulps of acos at most.
+    wide = fn(x.double(), n.double()) if dtype == torch.float32 else None
     _assert_close(got, want, rtol=1e-5 if dtype == torch.float32 else 1e-10,
-                  atol=1e-4 if dtype == torch.float32 else 1e-10)
+                  atol=1e-4 if dtype == torch.float32 else 1e-10, wide=wide)
 
 
 def test_polynomial_scalar_degree_opset17() -> None:
