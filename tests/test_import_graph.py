@@ -203,6 +203,59 @@ def private_crossings() -> list[str]:
     return sorted(found)
 
 
+def _is_private(module: str) -> bool:
+    return any(p.startswith("_") and not p.startswith("__") for p in module.split(".")[1:])
+
+
+def _owner(module: str) -> str:
+    """The package whose private module ``module`` is: the part before its first private
+    component (``pt2onnx.capture`` for ``pt2onnx.capture._resize``)."""
+    parts = module.split(".")
+    first = next(i for i, p in enumerate(parts) if i and p.startswith("_") and not p.startswith("__"))
+    return ".".join(parts[:first])
+
+
+def door_violations(edges: dict[str, set[str]], known: dict[str, Path]) -> list[str]:
+    """``a imports b`` where ``b`` is a private module of a package ``a`` is not inside:
+    another folder's insides, reached around its door (its ``__init__``)."""
+    found = []
+    for module, targets in edges.items():
+        mine = _folder(module, known) if module in known else module.rpartition(".")[0]
+        for target in sorted(targets):
+            if not _is_private(target):
+                continue
+            owner = _owner(target)
+            if not (mine == owner or mine.startswith(owner + ".")):
+                found.append(f"{module} imports {target} (go through {owner}'s door, "
+                             f"{owner.replace('.', '/')}/__init__.py)")
+    return found
+
+
+def test_imports_across_folders_go_through_doors() -> None:
+    """A module imports another folder only through that folder's ``__init__`` (its door);
+    a package's own private modules are open to everything inside it (``pt2onnx._compat``
+    to every folder, ``capture._resize`` only inside ``capture``)."""
+    found = door_violations(graph(), modules())
+    assert not found, ("imports around a folder's door:\n" + "\n".join(found)
+                       + "\nNext step: name what you need in that folder's __init__.py "
+                       "(its __all__) and import it from there.")
+
+
+def test_the_door_check_fails_on_a_planted_violation(tmp_path: Path) -> None:
+    """A rule that reaches into translate's registry is caught; the same name through the
+    rule API, and a folder using its own private module, are not."""
+    known = modules()
+    planted = tmp_path / "planted.py"
+    planted.write_text("from pt2onnx.translate._registry import translation\n"
+                       "from pt2onnx.rules._common import aten\n"
+                       "from pt2onnx.rule_api import RuleContext\n"
+                       "from pt2onnx import _compat\n")
+    edges = {"pt2onnx.rules.planted": imports("pt2onnx.rules.planted", planted, known)}
+    known = {**known, "pt2onnx.rules.planted": planted}
+    found = door_violations(edges, known)
+    assert len(found) == 1 and "pt2onnx.translate._registry" in found[0], found
+
+
 def test_no_private_names_across_folders() -> None:
     """A folder's private names (``_name``) are its own: what another folder needs is
     public in the module that owns it."""

@@ -19,8 +19,7 @@ from pt2onnx.errors import (
 )
 from pt2onnx.llm import export_llm
 from pt2onnx.report import ExportReport
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.verify import Divergence, OutputComparison, VerificationResult
 
 __all__ = [

@@ -13,12 +13,25 @@ import torch
 
 from pt2onnx import _compat, _legacy, _stages
 from pt2onnx._program import OnnxProgram as OnnxProgram
-from pt2onnx.capture import _below_minimum, _capture, _dynamic, _size_one
+from pt2onnx.capture import (
+    all_dynamic,
+    argument_names,
+    as_module,
+    bound_inputs,
+    check_args,
+    dynamic_axes_to_shapes,
+    lift,
+    named_dims,
+    preserved_state,
+    settle,
+    split_trailing_kwargs,
+)
 from pt2onnx.errors import (
     InvalidInputError,
     OpsetError,
 )
-from pt2onnx.save import _save
+from pt2onnx.frontends import register_mappings, register_output_containers
+from pt2onnx.save import check_path
 
 MIN_OPSET = 17
 MAX_OPSET = 26
@@ -107,7 +120,7 @@ def export(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with _capture.preserved_state(model), _legacy.training_mode(model, legacy.training), \
+        with preserved_state(model), _legacy.training_mode(model, legacy.training), \
                 _compat.uint8_index_masks():
             prog = _export(
                 model, args, f, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
@@ -158,10 +171,10 @@ def _export(
     prog = stages.program(onnx_model, translator, program, captured)
     if captured.size_one:
         with rep.stage("verify"):
-            rep.warnings.extend(_size_one.settle(prog, captured, stages.at_one))
+            rep.warnings.extend(settle(prog, captured, stages.at_one))
     if captured.below_minimum:
         with rep.stage("verify"):
-            rep.warnings.extend(_below_minimum.lift(prog, captured.below_minimum, rep))
+            rep.warnings.extend(lift(prog, captured.below_minimum, rep))
     if call.verify:  # before saving: a file that does not match is never written
         with rep.stage("verify"):
             stages.verify(prog)
@@ -189,10 +202,10 @@ def _normalize(
             "values, scale, zero point), as the TorchScript exporter wrote them). Next "
             "step: pass one of those.")
     target_opset = _check_opset(opset)
-    args, kwargs = _capture.check_args(args, kwargs)
-    args, kwargs = _capture.split_trailing_kwargs(model, args, kwargs)
+    args, kwargs = check_args(args, kwargs)
+    args, kwargs = split_trailing_kwargs(model, args, kwargs)
     kwargs = kwargs or {}
-    _capture.register_mappings((args, kwargs))  # dict subclasses among the inputs
+    register_mappings((args, kwargs))  # dict subclasses among the inputs
     _check_leaves(args, kwargs)
     to_file_object = f is not None and hasattr(f, "write")
     if to_file_object:
@@ -201,10 +214,10 @@ def _normalize(
                 "external_data=True needs a path to write <f>.data beside; f is a file "
                 "object. Next step: pass a path, or leave external_data unset.")
     elif f is not None:
-        _save.check_path(f)
+        check_path(f)
     report_path = _report_path(report, f)
     if report_path is not None:
-        _save.check_path(report_path)
+        check_path(report_path)
     _check_custom(custom_translations)
     spec, spec_warnings = _dynamic_spec(
         model, args, kwargs, dynamic_shapes, dynamic_axes, dynamic, input_names, output_names)
@@ -231,14 +244,14 @@ def _dynamic_spec(
             f"or dynamic=True, not both ({' and '.join(given)} were given)."
         )
     if isinstance(model, torch.export.ExportedProgram) or not (dynamic_axes or dynamic):
-        return _dynamic.named_dims(dynamic_shapes), []
-    module = _capture.as_module(model)
-    inputs = _dynamic.bound_inputs(module, args, kwargs)
+        return named_dims(dynamic_shapes), []
+    module = as_module(model)
+    inputs = bound_inputs(module, args, kwargs)
     if dynamic:
-        return _dynamic.all_dynamic(inputs), []
-    return _dynamic.dynamic_axes_to_shapes(
+        return all_dynamic(inputs), []
+    return dynamic_axes_to_shapes(
         inputs, list(input_names or []) or None, list(output_names or []), dict(dynamic_axes),
-        _dynamic.argument_names(module),
+        argument_names(module),
     )
 
 
@@ -253,9 +266,9 @@ def _check_leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Every input leaf must be something torch.export and ONNX can represent."""
     import torch.utils._pytree as pytree
 
-    from pt2onnx.translate._builder import exportable
+    from pt2onnx.translate import exportable
 
-    _capture.register_output_containers()  # a transformers cache is a container, not a leaf
+    register_output_containers()  # a transformers cache is a container, not a leaf
     for path, leaf in pytree.tree_flatten_with_path((args, kwargs))[0]:
         where = ("args" if getattr(path[0], "idx", 0) == 0 else "kwargs") + pytree.keystr(path[1:])
         if isinstance(leaf, torch.Tensor):

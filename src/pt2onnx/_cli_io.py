@@ -125,11 +125,11 @@ def load_model_and_inputs(args: Any) -> tuple[Any, tuple[Any, ...], list[str]]:
     elif not names:
         # Dict, list or tuple inputs: one name per tensor inside, as export names them
         # (batch_input_ids for batch["input_ids"]).
-        from pt2onnx.capture import _capture, _dynamic
+        from pt2onnx.capture import bound_inputs, split_trailing_kwargs, tensor_leaves
 
-        args, kwargs = _capture.split_trailing_kwargs(model, inputs, None)
-        bound = _dynamic.bound_inputs(model, args, kwargs or {})
-        names = [name for name, _ in _dynamic.tensor_leaves(bound)]
+        args, kwargs = split_trailing_kwargs(model, inputs, None)
+        bound = bound_inputs(model, args, kwargs or {})
+        names = [name for name, _ in tensor_leaves(bound)]
     return model, inputs, names
 
 
@@ -210,7 +210,7 @@ def verify_file(path: Path, model: torch.nn.Module, inputs: tuple[Any, ...],
     if not path.is_file():
         raise UsageError(f"no such file: {path}")
     ort = require_onnxruntime()
-    from pt2onnx.capture._capture import split_trailing_kwargs
+    from pt2onnx.capture import split_trailing_kwargs
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     args, kwargs = split_trailing_kwargs(model, inputs, None)

@@ -14,10 +14,10 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx import debug
-from pt2onnx.capture import _capture
+from pt2onnx.capture import split_trailing_kwargs
 from pt2onnx.errors import ExportError, InvalidInputError
 from pt2onnx.report import ExportReport
-from pt2onnx.save import _save
+from pt2onnx.save import PROTO_LIMIT_BYTES, initializer_bytes, save_model
 from pt2onnx.verify import (
     VerificationResult,
     compare,
@@ -114,7 +114,7 @@ class OnnxProgram:
     @property
     def model_proto(self) -> onnx.ModelProto:
         """The model as an ``onnx.ModelProto`` (weights inline)."""
-        if _save.initializer_bytes(self.model) > _save.PROTO_LIMIT_BYTES:
+        if initializer_bytes(self.model) > PROTO_LIMIT_BYTES:
             raise ExportError(
                 "the model's weights exceed the 2 GB protobuf limit, so it has no in-memory "
                 "ModelProto. Next step: use .save(path), which writes external data."
@@ -137,7 +137,7 @@ class OnnxProgram:
         """
         if strip_weights:
             return debug.strip(self.model, path)
-        written = _save.save_model(self.model, path, external_data, weights)
+        written = save_model(self.model, path, external_data, weights)
         self._path = written
         return written
 
@@ -147,7 +147,7 @@ class OnnxProgram:
         """A trailing dict of keyword inputs, read as export read it (torch.onnx's form)."""
         if self._call_model is None:
             return args, kwargs
-        args, split = _capture.split_trailing_kwargs(self._call_model, tuple(args), kwargs)
+        args, split = split_trailing_kwargs(self._call_model, tuple(args), kwargs)
         return args, split or {}
 
     def _flat_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray]:
@@ -196,7 +196,7 @@ class OnnxProgram:
             # Fatal only: a failed run raises with onnxruntime's message, which the
             # verification table reports; its log line would repeat it on stderr.
             opts.log_severity_level = 4
-            if _save.initializer_bytes(self.model) > _save.PROTO_LIMIT_BYTES:
+            if initializer_bytes(self.model) > PROTO_LIMIT_BYTES:
                 if self._path is None:
                     raise ExportError(
                         "this model is too large to run from memory. Next step: call "
@@ -259,13 +259,13 @@ class OnnxProgram:
         else:
             import copy
 
-            from pt2onnx.capture import _resize
+            from pt2onnx.capture import second_size
 
             # Copies: eager may update the example in place (a transformers cache grows).
             example = copy.deepcopy(self._example)
             second = None
             if self._program is not None and not self._traced:
-                second = _resize.second_size(self._program, *example)
+                second = second_size(self._program, *example)
             shown = "the example inputs"
             if second is not None:
                 shown += " (" + ", ".join(
@@ -291,14 +291,14 @@ class OnnxProgram:
         has another size there: the edge where size-oblivious capture is most often wrong."""
         if self._program is None or self._traced:
             return None
-        from pt2onnx.capture import _resize, _size_one
+        from pt2onnx.capture import example_at, known_values, ones_allowed
 
-        known = _resize.known_values(self._program, *example)
+        known = known_values(self._program, *example)
         ones = {s: 1 for s, v in known.items()
-                if v != 1 and _size_one.ones_allowed(self._program, s)}
+                if v != 1 and ones_allowed(self._program, s)}
         if not ones:
             return None
-        resized = _resize.example_at(self._program, {**known, **ones}, *example)
+        resized = example_at(self._program, {**known, **ones}, *example)
         if resized is None or self._module is None:
             return None
         import copy

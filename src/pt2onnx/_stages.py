@@ -24,7 +24,15 @@ import torch
 
 from pt2onnx import _compat, _legacy, debug, passes
 from pt2onnx._program import OnnxProgram
-from pt2onnx.capture import _capture, _dynamic, _size_one
+from pt2onnx.capture import (
+    CaptureResult,
+    Unproved,
+    as_module,
+    capture,
+    composite,
+    user_dim_names,
+    without_dims,
+)
 from pt2onnx.errors import (
     CaptureError,
     ExportError,
@@ -33,11 +41,18 @@ from pt2onnx.errors import (
     UnsupportedOperatorError,
     VerificationError,
 )
-from pt2onnx.frontends import _quantized
+from pt2onnx.frontends import needs_rewrite, prepare
 from pt2onnx.report import ExportReport
-from pt2onnx.translate import _decomp
-from pt2onnx.translate._registry import REGISTRY
-from pt2onnx.translate._translate import Translator
+from pt2onnx.translate import (
+    KEEP_WHOLE,
+    REGISTRY,
+    Translator,
+    check_still_dynamic,
+    decomposition_table,
+    functionalization_error,
+    reason_to_decompose,
+    symbolic_input_dims,
+)
 
 
 @dataclass
@@ -71,7 +86,7 @@ class Stages:
         self.call = call
         self.rep = ExportReport(opset=call.opset)
         self.registry = REGISTRY
-        self.keep = tuple(op for op in _decomp.KEEP
+        self.keep = tuple(op for op in KEEP_WHOLE
                           if op in call.custom or self.registry.lookup(op, call.opset) is not None)
         self.dynamic_shapes = call.spec
         from pt2onnx.rules import moe as _moe_rules
@@ -82,7 +97,7 @@ class Stages:
         _moe_rules.register()  # so do transformers' (its grouped matmul)
         # A static recording sees composite ops already split by torch's dispatcher, so a
         # user's rule for one of them could never fire: such exports go to torch.export.
-        self.record = not any(_capture.composite(op) for op in call.custom)
+        self.record = not any(composite(op) for op in call.custom)
         self.dim_names: list[dict[int, str]] | None = None
         self.tie_sizes: dict[str, list[tuple[int, int]]] = {}
 
@@ -94,12 +109,12 @@ class Stages:
 
     def trace_decompositions(self) -> dict[Any, Any]:
         # A trace decomposes as it goes: only the ops that have no rule.
-        return {op: fn for op, fn in _decomp.decomposition_table(self.keep).items()
+        return {op: fn for op, fn in decomposition_table(self.keep).items()
                 if not self.has_rule(op)}
 
     # -- capture ----------------------------------------------------------------------
     def capture(self, record: bool, inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
-                spec: Any = None, *, user_spec: bool = True) -> _capture.CaptureResult:
+                spec: Any = None, *, user_spec: bool = True) -> CaptureResult:
         """The model captured on ``inputs`` (the example) with ``spec`` (the user's)."""
         call = self.call
         args, kwargs = inputs if inputs is not None else (call.args, call.kwargs)
@@ -107,18 +122,18 @@ class Stages:
         model = call.model
 
         def attempt(target: Any, cargs: tuple[Any, ...], ckwargs: dict[str, Any],
-                    ) -> _capture.CaptureResult:
-            return _capture.capture(target, cargs, ckwargs, spec, self.trace_decompositions,
+                    ) -> CaptureResult:
+            return capture(target, cargs, ckwargs, spec, self.trace_decompositions,
                                     self.has_rule, record=record)
 
         with debug.preserving_meta(), self._moe_rules.grouped_experts(model) as moe_notes:
             # Eager-mode quantized modules hold what torch.export cannot capture (quantized
             # tensors, packed weights): a copy with them in float + QDQ form is captured.
             source = None if isinstance(model, torch.export.ExportedProgram) else (
-                _capture.as_module(model))
-            quantized = source is not None and _quantized.needs_rewrite(source, args, kwargs)
+                as_module(model))
+            quantized = source is not None and needs_rewrite(source, args, kwargs)
             try:
-                captured = attempt(*(_quantized.prepare(source, args, kwargs)
+                captured = attempt(*(prepare(source, args, kwargs)
                                      if quantized and source is not None
                                      else (model, args, kwargs)))
             except CaptureError as exc:
@@ -126,7 +141,7 @@ class Stages:
                 if quantized or source is None or "quantiz" not in str(exc):
                     raise
                 try:
-                    captured = attempt(*_quantized.prepare(source, args, kwargs))
+                    captured = attempt(*prepare(source, args, kwargs))
                 except CaptureError:
                     raise exc from None
                 quantized = True
@@ -136,7 +151,7 @@ class Stages:
                                   "modules into quantize/dequantize form")
         return captured
 
-    def note_capture(self, captured: _capture.CaptureResult) -> None:
+    def note_capture(self, captured: CaptureResult) -> None:
         rep = self.rep
         rep.capture_strategy = captured.strategy
         rep.fallbacks.extend(captured.fallbacks)
@@ -145,7 +160,7 @@ class Stages:
             rep.warnings.append(message)
             warnings.warn(message, stacklevel=5)
 
-    def captured_first(self, captured: _capture.CaptureResult) -> None:
+    def captured_first(self, captured: CaptureResult) -> None:
         """The first capture's refinements of the spec, and the warnings so far."""
         call = self.call
         if captured.dynamic_shapes is not None:
@@ -154,7 +169,7 @@ class Stages:
             self.rep.warnings.append(message)
             warnings.warn(message, stacklevel=4)
         self.note_capture(captured)
-        self.dim_names = _capture.user_dim_names(
+        self.dim_names = user_dim_names(
             call.model, *_example_of(captured, call.args, call.kwargs), self.dynamic_shapes,
             captured.program)
         for tie in captured.ties:  # dims that broadcast: each input keeps its own name
@@ -165,9 +180,9 @@ class Stages:
             self.tie_sizes[str(tie.symbol)] = [p for ps in tie.names.values() for p in ps]
 
     # -- decompose and translate ------------------------------------------------------
-    def decompose(self, captured: _capture.CaptureResult) -> torch.export.ExportedProgram:
+    def decompose(self, captured: CaptureResult) -> torch.export.ExportedProgram:
         rep = self.rep
-        why = None if captured.traced else _decomp.reason_to_decompose(captured.program,
+        why = None if captured.traced else reason_to_decompose(captured.program,
                                                                         self.has_rule)
         if captured.traced:
             rep.decomposition = "done during the trace (make_fx), for ops without a rule"
@@ -178,14 +193,14 @@ class Stages:
         rep.decomposition = f"run_decompositions: {why}"
         # Only the ops without a rule: torch's decomposition of an op we translate
         # can refuse what eager accepts (addcmul of ints with a float value).
-        symbolic = _decomp.symbolic_input_dims(captured.program)  # before: the retrace rewrites them
+        symbolic = symbolic_input_dims(captured.program)  # before: the retrace rewrites them
         try:
             program = _compat.run_decompositions(captured.program, self.trace_decompositions())
         except ExportError:
             raise
         except Exception as exc:
-            raise _decomp.functionalization_error(why, exc) from exc
-        _decomp.check_still_dynamic(symbolic, program, why)
+            raise functionalization_error(why, exc) from exc
+        check_still_dynamic(symbolic, program, why)
         return program
 
     def _translator(self, program: torch.export.ExportedProgram,
@@ -202,7 +217,7 @@ class Stages:
         translator = self._translator(program, self.dim_names, self.tie_sizes)
         return translator, translator.run()
 
-    def _translate_all(self, captured: _capture.CaptureResult,
+    def _translate_all(self, captured: CaptureResult,
                        program: torch.export.ExportedProgram,
                        ) -> tuple[Translator, ir.Model, torch.export.ExportedProgram]:
         try:
@@ -215,7 +230,7 @@ class Stages:
             # through torch's dispatcher when the whole program is retraced.
             try:
                 program = _compat.run_decompositions(
-                    captured.program, _decomp.decomposition_table(self.keep))
+                    captured.program, decomposition_table(self.keep))
             except Exception as retrace:  # the op stays unsupported
                 # torch's own decomposition refuses it (addcmul of ints with a float
                 # value): the typed error naming the op is the one to show.
@@ -227,9 +242,9 @@ class Stages:
                                       "decomposition at its node")
             return (*self._translate_once(program), program)
 
-    def translate(self, captured: _capture.CaptureResult, program: torch.export.ExportedProgram,
+    def translate(self, captured: CaptureResult, program: torch.export.ExportedProgram,
                   ) -> tuple[Translator, ir.Model, torch.export.ExportedProgram,
-                             _capture.CaptureResult]:
+                             CaptureResult]:
         """The program translated; a static recording that does not translate is
         captured again with torch.export (the capture it ends with is returned)."""
         rep = self.rep
@@ -292,12 +307,12 @@ class Stages:
     # -- the program, size 1, verify, save ---------------------------------------------
     def program(self, model: ir.Model, translator: Translator,
                 program: torch.export.ExportedProgram,
-                captured: _capture.CaptureResult) -> OnnxProgram:
+                captured: CaptureResult) -> OnnxProgram:
         call = self.call
         if isinstance(call.model, torch.export.ExportedProgram):
             eager: Callable[..., Any] | None = call.model.module()
         else:
-            eager = _capture.as_module(call.model)
+            eager = as_module(call.model)
         prog = OnnxProgram(model, self.rep, eager, list(call.kwargs))
         prog._program, prog._fx_values = program, translator.fx_values
         prog._example, prog._extra_outputs = (call.args, call.kwargs), len(translator.extra_outputs)
@@ -305,14 +320,14 @@ class Stages:
         prog._call_model = call.model
         return prog
 
-    def at_one(self, point: _size_one.Unproved) -> ir.Model:
+    def at_one(self, point: Unproved) -> ir.Model:
         """The model captured again with the dim at 1 (the other dims still dynamic),
         translated and optimized."""
         call = self.call
-        spec = _dynamic.without_dims(call.spec, point.dim_names)
+        spec = without_dims(call.spec, point.dim_names)
         cap = self.capture(True, (point.args, point.kwargs), spec, user_spec=False)
         program1 = self.decompose(cap)
-        names1 = _capture.user_dim_names(call.model, point.args, point.kwargs, spec, cap.program)
+        names1 = user_dim_names(call.model, point.args, point.kwargs, spec, cap.program)
         return self.optimize(self._translator(program1, names1).run())
 
     def verify(self, prog: OnnxProgram) -> None:
@@ -387,7 +402,7 @@ def _quantized_leaf(t: torch.Tensor, where: str, with_qparams: bool) -> Any:
 
 
 def _example_of(
-    captured: _capture.CaptureResult, args: tuple[Any, ...], kwargs: dict[str, Any]
+    captured: CaptureResult, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The inputs the program was captured on: a doubled example, or the user's."""
     if captured.example is None:

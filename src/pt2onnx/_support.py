@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from pt2onnx import _compat
-from pt2onnx.translate._decomp import KEEP
-from pt2onnx.translate._registry import REGISTRY, op_name
+from pt2onnx.translate import KEEP_WHOLE as KEEP
+from pt2onnx.translate import REGISTRY, op_name
 
 # Core ATen ops with no rule, and why.
 MISSING_REASONS: dict[str, str] = {

@@ -22,7 +22,7 @@ import torch
 import torch.fx.traceback as fx_traceback
 
 from pt2onnx.errors import InvalidInputError
-from pt2onnx.frontends._as_output import as_output_op
+from pt2onnx.frontends import as_output_op
 
 ANNOTATE_KEY = "pt2onnx.annotate"
 STRIPPED_KEY = "pt2onnx.stripped"
@@ -92,7 +92,7 @@ def save_testcase(
     """Writes ``model.onnx`` and ``test_data_set_0/{input,output}_N.pb`` under directory."""
     from onnx import numpy_helper
 
-    from pt2onnx.save import _save
+    from pt2onnx.save import save_model
 
     root = Path(directory)
     if root.exists() and not root.is_dir():
@@ -110,7 +110,7 @@ def save_testcase(
         for i, (value, array) in enumerate(zip(values, arrays)):
             proto = numpy_helper.from_array(np.asarray(array), name=value.name or "")
             (data / f"{kind}_{i}.pb").write_bytes(proto.SerializeToString())
-    return _save.save_model(model, root / "model.onnx")
+    return save_model(model, root / "model.onnx")
 
 
 # -- stripping weights ----------------------------------------------------
@@ -168,9 +168,9 @@ def stripped_proto(model: ir.Model, min_elements: int = STRIP_MIN_ELEMENTS) -> o
 def strip(model: ir.Model, path: str | os.PathLike[str],
           min_elements: int = STRIP_MIN_ELEMENTS) -> Path:
     """Saves ``model`` to ``path`` with large weights replaced by their statistics."""
-    from pt2onnx.save import _save
+    from pt2onnx.save import check_path
 
-    p = _save.check_path(path)
+    p = check_path(path)
     _atomic_write(p, stripped_proto(model, min_elements).SerializeToString())
     return p
 
@@ -199,9 +199,9 @@ def unstrip(path_in: str | os.PathLike[str], path_out: str | os.PathLike[str],
     """Restores stripped weights with random values of the recorded mean, std and range."""
     from onnx import helper, numpy_helper
 
-    from pt2onnx.save import _save
+    from pt2onnx.save import check_path
 
-    out = _save.check_path(path_out)
+    out = check_path(path_out)
     proto = onnx.load(str(path_in), load_external_data=False)
     rng = np.random.default_rng(seed)
     restored = 0

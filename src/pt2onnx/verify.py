@@ -269,7 +269,7 @@ def bisect(
             producer = value.producer()
             props = dict(producer.metadata_props) if producer is not None else {}
             tol = default_tolerance(to_numpy(eager[node.name]), atol, rtol)
-            from pt2onnx.translate._registry import op_name
+            from pt2onnx.translate import op_name
 
             return Divergence(node.name, op_name(node.target), rule,
                               props.get("pt2onnx.source", ""), props.get("pt2onnx.module", ""),

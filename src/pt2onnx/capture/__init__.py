@@ -10,3 +10,38 @@ May import: ``frontends`` (rewrites applied during capture), ``translate`` (only
 ``_size_one`` and ``_size_one_merge``, for the graph at 1), ``_compat``, ``errors``.
 Must not import: ``save``, ``passes``, ``_api`` and what sits above it.
 """
+
+# The door: what other folders may use. Imports from outside this folder name these,
+# never a private module.
+from pt2onnx.capture._below_minimum import lift
+from pt2onnx.capture._capture import (
+    CaptureResult,
+    as_module,
+    capture,
+    check_args,
+    composite,
+    preserved_state,
+    split_trailing_kwargs,
+    user_dim_names,
+)
+from pt2onnx.capture._dynamic import (
+    all_dynamic,
+    argument_names,
+    bound_inputs,
+    dynamic_axes_to_shapes,
+    is_constraint_violation,
+    named_dims,
+    tensor_leaves,
+    without_dims,
+)
+from pt2onnx.capture._resize import example_at, known_values, second_size
+from pt2onnx.capture._size_one import Unproved, ones_allowed, settle, trusted
+
+__all__ = [
+    "CaptureResult", "Unproved", "all_dynamic", "argument_names", "as_module", "bound_inputs",
+    "capture", "check_args", "composite", "dynamic_axes_to_shapes", "example_at",
+    "is_constraint_violation", "known_values", "lift", "named_dims", "ones_allowed",
+    "preserved_state", "second_size", "settle", "split_trailing_kwargs", "tensor_leaves",
+    "trusted", "user_dim_names", "without_dims",
+]
+

@@ -17,9 +17,11 @@ from pt2onnx.capture._spec import _complete_dynamic_shapes
 from pt2onnx.capture._spec import user_dim_names as user_dim_names
 from pt2onnx.capture._trace import trace
 from pt2onnx.errors import CaptureError, InvalidInputError
-from pt2onnx.frontends import _packed_rnn
-from pt2onnx.frontends._containers import register_mappings as register_mappings
-from pt2onnx.frontends._containers import register_output_containers as register_output_containers
+from pt2onnx.frontends import (
+    packed_rnn_substitutions,
+    register_mappings,
+    register_output_containers,
+)
 
 
 @dataclass
@@ -169,7 +171,7 @@ def capture(
     notes: list[str] = []
     # Only a model with an RNN module can pack sequences into one.
     has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in module.modules())
-    packed = _packed_rnn.substitutions(notes, plain=True) if has_rnn \
+    packed = packed_rnn_substitutions(notes, plain=True) if has_rnn \
         else contextlib.nullcontext()
     with no_leaked_fake_tensors(module), named_var_kwargs(module, kwargs):
         recorded: CaptureResult | str | None = None

@@ -59,7 +59,7 @@ def _path_name(path: tuple[Any, ...]) -> str:
 def tensor_leaves(inputs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
     """Each tensor input with its name: ``input_ids``, ``pair_0``, ``past_key_values_key_0``
     (the argument name and the path inside it, as torch.export names placeholders)."""
-    from pt2onnx.translate._fx_meta import CACHE_NAME, is_cache
+    from pt2onnx.translate import CACHE_NAME, is_cache
 
     leaves = []
     for name, value in inputs.items():
@@ -354,8 +354,7 @@ def _user_frame() -> str:
 # -- capture with refinement --------------------------------------------------
 def _export(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
             strict: bool) -> torch.export.ExportedProgram:
-    from pt2onnx.frontends._rewrites import CaptureRewrites
-    from pt2onnx.frontends._sdpa_symbool import SymBoolCausal
+    from pt2onnx.frontends import CaptureRewrites, SymBoolCausal
 
     with SymBoolCausal(), CaptureRewrites():
         return _compat.export(module, args, kwargs, spec, strict=strict)

@@ -522,7 +522,7 @@ def record(
     with torch.no_grad(), substitutions(notes), _module_paths(rec, module), \
             _Functions(rec), _Dispatch(rec):
         out = _run(module, args, kwargs)
-    from pt2onnx.frontends._containers import register_mappings
+    from pt2onnx.frontends import register_mappings
 
     register_mappings(out)  # dict subclasses (class Output(OrderedDict)) are named by key
     leaves, out_spec = pytree.tree_flatten(out)

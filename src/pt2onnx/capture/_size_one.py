@@ -171,7 +171,7 @@ def _graph_steps(module: torch.fx.GraphModule, values: dict[Any, int]) -> list[_
 
 def _where(node: torch.fx.Node) -> str:
     """The innermost frame of the node's stack trace: the model's line."""
-    from pt2onnx.translate._fx_meta import is_transparent
+    from pt2onnx.translate import is_transparent
 
     trace = node.meta.get("stack_trace") or ""
     lines = [ln.strip() for ln in trace.strip().splitlines()]

@@ -23,7 +23,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from pt2onnx import _compat
-from pt2onnx.frontends import _nms
+from pt2onnx.frontends import define_batched_nms
 
 
 @contextlib.contextmanager
@@ -31,7 +31,7 @@ def _substitutions(notes: list[str]) -> Iterator[None]:
     """What a recording or a trace captures in another form: torchvision's
     ``batched_nms`` (below) and ``addmm``-style calls with tensor ``alpha`` / ``beta``
     (``frontends/_rewrites.py``)."""
-    from pt2onnx.frontends._rewrites import CaptureRewrites
+    from pt2onnx.frontends import CaptureRewrites
 
     with _nms_substitution(notes), CaptureRewrites():
         yield
@@ -50,9 +50,8 @@ def _nms_substitution(notes: list[str]) -> Iterator[None]:
     if box_ops is None or not hasattr(box_ops, "batched_nms"):
         yield
         return
-    _nms.define()
     original = box_ops.batched_nms
-    _nms.ORIGINAL = original
+    define_batched_nms(original)
     used: list[bool] = []
 
     def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,

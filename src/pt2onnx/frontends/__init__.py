@@ -7,3 +7,22 @@ pt2onnx's own torch ops (``_custom_ops``).
 May import: ``_compat``, ``errors``. Must not import: ``capture``, ``translate``,
 ``save``, ``passes`` or anything above them.
 """
+
+# The door: what other folders may use. Imports from outside this folder name these,
+# never a private module.
+from pt2onnx.frontends._as_output import as_output_op
+from pt2onnx.frontends._containers import register_mappings, register_output_containers
+from pt2onnx.frontends._custom_ops import define as define_custom_op
+from pt2onnx.frontends._nms import define as define_batched_nms
+from pt2onnx.frontends._packed_rnn import define_ops as define_packed_rnn_ops
+from pt2onnx.frontends._packed_rnn import substitutions as packed_rnn_substitutions
+from pt2onnx.frontends._quantized import needs_rewrite, prepare
+from pt2onnx.frontends._rewrites import CaptureRewrites
+from pt2onnx.frontends._sdpa_symbool import SymBoolCausal
+
+__all__ = [
+    "CaptureRewrites", "SymBoolCausal", "as_output_op", "define_batched_nms",
+    "define_custom_op", "define_packed_rnn_ops", "needs_rewrite", "packed_rnn_substitutions",
+    "prepare", "register_mappings", "register_output_containers",
+]
+

@@ -20,8 +20,12 @@ def _impl(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor,
     return ORIGINAL(boxes, scores, idxs, iou_threshold)
 
 
-def define() -> None:
-    """Defines the op in this process (idempotent)."""
+def define(original: Any = None) -> None:
+    """Defines the op in this process (idempotent); ``original``, where given, is
+    torchvision's ``batched_nms``, which the op calls when it runs."""
+    global ORIGINAL
+    if original is not None:
+        ORIGINAL = original
     _custom_ops.define(
         "batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor",
         _impl)

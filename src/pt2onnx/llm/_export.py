@@ -248,7 +248,7 @@ def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: 
     wrapper = fusion.wrap(model, layout, dtype, notes)
     layout = fusion.layout(layout)
     in_names, out_names = _wrapper.names(layout)
-    from pt2onnx.capture._size_one import trusted
+    from pt2onnx.capture import trusted
 
     size_one = trusted("export-llm: genai's loop runs batch 1, one token and an empty cache")
     with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache(), size_one:

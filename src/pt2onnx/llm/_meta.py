@@ -33,9 +33,8 @@ import torch
 
 from pt2onnx import _compat
 from pt2onnx.errors import SaveError
-from pt2onnx.save._save import is_meta
-from pt2onnx.save._weights import Safetensors, WeightSource
-from pt2onnx.translate._builder import torch_dtype
+from pt2onnx.save import Safetensors, WeightSource, is_meta
+from pt2onnx.translate import torch_dtype
 
 ENV = "PT2ONNX_LLM_META"  # "0": load with from_pretrained instead
 _WRAPPER = "model."  # the export wrapper holds the transformers model as .model

@@ -146,7 +146,7 @@ def _freeze(value: Any) -> Any:
 
 def _same_small_buffers(a: torch.nn.Module, b: torch.nn.Module, index: int) -> None:
     """Small buffers are folded into the graph as constants: they must be equal."""
-    from pt2onnx.translate._fold import FOLD_LIMIT
+    from pt2onnx.translate import FOLD_LIMIT
 
     for (name, x), (_, y) in zip(a.named_buffers(), b.named_buffers()):
         if x.numel() <= FOLD_LIMIT and not x.is_meta and not torch.equal(x, y):

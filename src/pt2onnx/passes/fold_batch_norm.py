@@ -20,7 +20,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.passes._graphs import rewrite_all
-from pt2onnx.translate._builder import onnx_dtype
+from pt2onnx.translate import onnx_dtype
 
 
 def _raw(v: ir.Value | None) -> torch.Tensor | None:

@@ -7,7 +7,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx.translate._builder import RuleContext, dtype_of, onnx_dtype, torch_dtype
+from pt2onnx.rule_api import RuleContext, dtype_of, onnx_dtype, torch_dtype
 
 aten = torch.ops.aten
 INT64_MAX = 2**63 - 1

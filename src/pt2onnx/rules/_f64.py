@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from pt2onnx.translate._builder import RuleContext
+from pt2onnx.rule_api import RuleContext
 
 F64 = ir.DataType.DOUBLE
 

@@ -19,8 +19,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, torch_dtype
 from pt2onnx.rules._common import rank
-from pt2onnx.translate._builder import RuleContext, torch_dtype
 
 _I64 = ir.DataType.INT64
 _I32 = ir.DataType.INT32

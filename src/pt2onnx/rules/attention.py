@@ -8,9 +8,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, onnx_dtype, torch_dtype, translation
 from pt2onnx.rules._common import aten, present, rank
-from pt2onnx.translate._builder import RuleContext, onnx_dtype, torch_dtype
-from pt2onnx.translate._registry import translation
 
 
 def _dim(x: ir.Value, i: int) -> Any:

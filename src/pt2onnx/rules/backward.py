@@ -6,11 +6,10 @@ from typing import Any
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, rank, shape_list
 from pt2onnx.rules.nn import _expand_param
 from pt2onnx.rules.reduction import reduce
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 @translation(aten.embedding_dense_backward.default)

@@ -16,10 +16,9 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, torch_dtype, translation
 from pt2onnx.rules._common import aten, rank
 from pt2onnx.rules.norm import _batch_norm_batch_stats, batch_norm_inference, warn_running_stats
-from pt2onnx.translate._builder import RuleContext, torch_dtype
-from pt2onnx.translate._registry import translation
 
 
 def _updated_stats(g: RuleContext, x: ir.Value, mean: ir.Value, invstd: ir.Value,

@@ -15,9 +15,8 @@ import math
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 F64 = ir.DataType.DOUBLE
 

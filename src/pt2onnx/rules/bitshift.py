@@ -20,9 +20,8 @@ from typing import Any
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, operand
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 _BITS = {
     ir.DataType.UINT8: 8, ir.DataType.INT8: 8, ir.DataType.INT16: 16, ir.DataType.UINT16: 16,

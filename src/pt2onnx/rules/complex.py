@@ -20,10 +20,9 @@ from typing import Any
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, is_complex, translation
 from pt2onnx.rules import core, shape
 from pt2onnx.rules._common import aten, axes, normalize_dim, rank
-from pt2onnx.translate._builder import RuleContext, is_complex
-from pt2onnx.translate._registry import translation
 
 # -- the pair layout -------------------------------------------------------------------
 

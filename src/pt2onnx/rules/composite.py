@@ -14,13 +14,12 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules import nn as nn_rules
 from pt2onnx.rules import norm as norm_rules
 from pt2onnx.rules._common import aten, normalize_dim, rank, shape_value
 from pt2onnx.rules.creation import _fill
 from pt2onnx.rules.elementwise import _bitwise
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 @translation(aten.to.dtype_layout)

@@ -11,8 +11,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
+from pt2onnx.rule_api import RuleContext, translation
 
 hop = torch.ops.higher_order
 

@@ -8,9 +8,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, normalize_dim, rank
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 @translation(operator.getitem)

@@ -7,9 +7,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, torch_dtype, translation
 from pt2onnx.rules._common import aten, operand, shape_value
-from pt2onnx.translate._builder import RuleContext, torch_dtype
-from pt2onnx.translate._registry import translation
 
 
 def _fill(g: RuleContext, shape: ir.Value, value: Any) -> ir.Value:

@@ -14,9 +14,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, torch_dtype, translation
 from pt2onnx.rules._common import aten, is_float, normalize_dim, rank
-from pt2onnx.translate._builder import RuleContext, torch_dtype
-from pt2onnx.translate._registry import translation
 
 # A step: (g, states, slice, step index) -> new states (also the scan outputs).
 Step = Callable[[RuleContext, list[ir.Value], ir.Value, ir.Value], list[ir.Value]]

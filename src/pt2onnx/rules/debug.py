@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from pt2onnx.frontends import _as_output  # noqa: F401  (defines torch.ops.pt2onnx.as_output)
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
+import pt2onnx.frontends  # noqa: F401  (its door defines torch.ops.pt2onnx.as_output)
+from pt2onnx.rule_api import RuleContext, translation
 
 
 @translation(torch.ops.pt2onnx.as_output.default)

@@ -6,10 +6,9 @@ import math
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, rank
 from pt2onnx.rules.reduction import reduce
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 def _norm_last(g: RuleContext, diff: ir.Value, p: float) -> ir.Value:

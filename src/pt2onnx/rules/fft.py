@@ -20,10 +20,9 @@ from typing import Any
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, dtype_of, translation
 from pt2onnx.rules._common import aten, normalize_dim, rank
 from pt2onnx.rules.complex import conj, real_part
-from pt2onnx.translate._builder import RuleContext, dtype_of
-from pt2onnx.translate._registry import translation
 
 
 def _dft(g: RuleContext, x: ir.Value, axis: int, *, onesided: bool = False) -> ir.Value:

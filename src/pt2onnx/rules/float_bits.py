@@ -9,10 +9,9 @@ from typing import Any
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, is_float, operand
 from pt2onnx.rules._f64 import F64, _c, _in64
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 def _signbit(g: RuleContext, x: ir.Value) -> ir.Value:

@@ -17,12 +17,11 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, operand
 from pt2onnx.rules._f64 import F64, _c, _in64, _poly
 from pt2onnx.rules.polynomials import any_true as _any_true
 from pt2onnx.rules.polynomials import loop as _loop
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 # -- gamma family ------------------------------------------------------------------
 

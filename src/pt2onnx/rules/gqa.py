@@ -27,9 +27,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx.frontends import _custom_ops
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
+from pt2onnx.frontends import define_custom_op
+from pt2onnx.rule_api import RuleContext, translation
 
 MS_DOMAIN = "com.microsoft"
 
@@ -93,7 +92,7 @@ def _fake(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 
 def define_ops() -> None:
     """Defines ``pt2onnx::gqa`` once per process."""
-    _custom_ops.define(_SCHEMA, reference, _fake)
+    define_custom_op(_SCHEMA, reference, _fake)
 
 
 define_ops()  # the op the rule below is keyed by

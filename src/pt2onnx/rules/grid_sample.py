@@ -14,10 +14,9 @@ import itertools
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, rank
 from pt2onnx.rules.nn import _GRID_MODES_20, _GRID_PADDING
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 _I64 = ir.DataType.INT64
 

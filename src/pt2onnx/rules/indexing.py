@@ -7,9 +7,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, axes, normalize_dim, rank, shape_list, static_dims
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 @translation(aten.embedding.default)

@@ -8,10 +8,9 @@ from typing import Any
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules import nn as nn_rules
 from pt2onnx.rules._common import aten, rank
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 @translation(aten.conv_tbc.default)

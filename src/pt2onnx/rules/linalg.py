@@ -8,9 +8,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, translation, value_dtype
 from pt2onnx.rules._common import aten, operand, rank
-from pt2onnx.translate._builder import RuleContext, value_dtype
-from pt2onnx.translate._registry import translation
 
 
 @translation(aten.linear.default)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, present, rank
 from pt2onnx.rules._linalg_loop import (
     _I32,
@@ -36,8 +37,6 @@ from pt2onnx.rules._linalg_loop import (
     _typed,
     _with_rank,
 )
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 # -- Cholesky -----------------------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, torch_dtype, translation
 from pt2onnx.rules._common import aten, rank
 from pt2onnx.rules._linalg_loop import (
     _I32,
@@ -44,8 +45,6 @@ from pt2onnx.rules._linalg_loop import (
     _typed,
     _with_rank,
 )
-from pt2onnx.translate._builder import RuleContext, torch_dtype
-from pt2onnx.translate._registry import translation
 
 
 # -- LU with partial pivoting -------------------------------------------------------

@@ -35,9 +35,8 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import TranslationError
+from pt2onnx.rule_api import REGISTRY, Registry, RuleContext
 from pt2onnx.rules._common import rank, static_dim
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import REGISTRY, Registry
 
 I64 = ir.DataType.INT64
 

@@ -8,9 +8,8 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, torch_dtype, translation
 from pt2onnx.rules._common import aten, rank, shape_list, static_dims
-from pt2onnx.translate._builder import RuleContext, torch_dtype
-from pt2onnx.translate._registry import translation
 
 
 def _expand_param(value: Any, n: int) -> list[int]:

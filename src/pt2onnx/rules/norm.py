@@ -9,9 +9,8 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, dtype_of, torch_dtype, translation
 from pt2onnx.rules._common import aten, axes, rank, static_dim
-from pt2onnx.translate._builder import RuleContext, dtype_of, torch_dtype
-from pt2onnx.translate._registry import translation
 
 
 def _ones(g: RuleContext, n: int, dtype: ir.DataType) -> ir.Value:

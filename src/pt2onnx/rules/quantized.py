@@ -24,10 +24,9 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx import _compat
+from pt2onnx.rule_api import KEEP_UNFOLDED, RuleContext, onnx_dtype, torch_dtype, translation
 from pt2onnx.rules._common import aten, normalize_dim, rank
-from pt2onnx.translate import _decomp_extra
-from pt2onnx.translate._builder import RuleContext, onnx_dtype, torch_dtype
-from pt2onnx.translate._registry import KEEP_UNFOLDED, translation
+from pt2onnx.translate import EXTRA_DECOMPOSITIONS
 
 _F32 = ir.DataType.FLOAT
 
@@ -482,7 +481,7 @@ def dequantize_self(g: RuleContext, x: ir.Value) -> ir.Value:
 
 # PT2E's per-token and per-group ops (torchao's 8-bit dynamic activation, 4-bit weight
 # flows): torch's own Python implementations, traced as decompositions into ATen.
-_decomp_extra.TABLE.update(_compat.quantized_decomposed_kernels())
+EXTRA_DECOMPOSITIONS.update(_compat.quantized_decomposed_kernels())
 
 KEEP_UNFOLDED.update(_overloads(
     "dequantize_per_tensor.default", "dequantize_per_tensor.tensor",

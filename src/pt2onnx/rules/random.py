@@ -17,9 +17,8 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, op_name, torch_dtype, translation
 from pt2onnx.rules._common import aten, shape_value
-from pt2onnx.translate._builder import RuleContext, torch_dtype
-from pt2onnx.translate._registry import op_name, translation
 
 _FLOAT, _DOUBLE = ir.DataType.FLOAT, ir.DataType.DOUBLE
 

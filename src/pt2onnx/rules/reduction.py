@@ -8,9 +8,8 @@ from typing import Any
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, axes, is_float, normalize_dim, rank
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 def reduce(g: RuleContext, onnx_op: str, x: ir.Value, dims: Any, keepdim: bool) -> ir.Value:

@@ -19,12 +19,11 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import TranslationError
-from pt2onnx.frontends import _packed_rnn
+from pt2onnx.frontends import define_packed_rnn_ops
+from pt2onnx.rule_api import RuleContext, torch_dtype, translation
 from pt2onnx.rules.rnn_loop import loop_rnn
-from pt2onnx.translate._builder import RuleContext, torch_dtype
-from pt2onnx.translate._registry import translation
 
-_packed_rnn.define_ops()  # the op the rule below is keyed by
+define_packed_rnn_ops()  # the op the rule below is keyed by
 
 # For each mode: ONNX op, number of gates, torch's gate index for each ONNX gate.
 _MODES = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from pt2onnx.translate._builder import RuleContext
+from pt2onnx.rule_api import RuleContext
 
 
 def _cell(g: RuleContext, mode: str, gx: ir.Value, gh: ir.Value, h: ir.Value,

@@ -8,6 +8,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, torch_dtype, translation
 from pt2onnx.rules._common import (
     aten,
     is_float,
@@ -16,8 +17,6 @@ from pt2onnx.rules._common import (
     shape_value,
 )
 from pt2onnx.rules.shape import diagonal_positions, strided_index, strided_index_value
-from pt2onnx.translate._builder import RuleContext, torch_dtype
-from pt2onnx.translate._registry import translation
 
 
 def _src_like_index(g: RuleContext, src: ir.Value, index: ir.Value) -> ir.Value:

@@ -9,6 +9,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import (
     INT64_MAX,
     aten,
@@ -19,8 +20,6 @@ from pt2onnx.rules._common import (
     shape_value,
     static_dims,
 )
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 def _known_true(cond: Any) -> bool:

@@ -6,9 +6,8 @@ from typing import Any
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten, normalize_dim, rank
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 # onnxruntime's TopK has kernels for float, double, int32 and int64 only.
 _TOPK_TYPES = frozenset(

@@ -14,10 +14,9 @@ import math
 
 import onnx_ir as ir
 
+from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import aten
 from pt2onnx.rules._f64 import F64, _c, _in64, _poly
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import translation
 
 
 def _erf32(g: RuleContext, x: ir.Value) -> ir.Value:

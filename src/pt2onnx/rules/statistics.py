@@ -12,10 +12,9 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, torch_dtype, translation
 from pt2onnx.rules._common import aten, is_float, normalize_dim, rank, result_dtype
 from pt2onnx.rules.sorting import _topk
-from pt2onnx.translate._builder import RuleContext, torch_dtype
-from pt2onnx.translate._registry import translation
 
 I64 = ir.DataType.INT64
 

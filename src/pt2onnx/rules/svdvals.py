@@ -19,10 +19,9 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx.rule_api import RuleContext, torch_dtype, translation
 from pt2onnx.rules._common import aten, rank
 from pt2onnx.rules._linalg_loop import _loop
-from pt2onnx.translate._builder import RuleContext, torch_dtype
-from pt2onnx.translate._registry import translation
 
 _F64, _I64 = ir.DataType.DOUBLE, ir.DataType.INT64
 

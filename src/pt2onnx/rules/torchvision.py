@@ -13,8 +13,7 @@ import sys
 import onnx_ir as ir
 import torch
 
-from pt2onnx.translate._builder import RuleContext
-from pt2onnx.translate._registry import REGISTRY, Registry
+from pt2onnx.rule_api import REGISTRY, Registry, RuleContext
 
 
 def _kept_boxes(g: RuleContext, boxes: ir.Value, scores: ir.Value, iou_threshold: float,
@@ -95,9 +94,9 @@ def roi_align(g: RuleContext, x: ir.Value, rois: ir.Value, spatial_scale: float,
 
 def register(registry: Registry = REGISTRY) -> None:
     """Adds the rules for the ops that exist in this process (idempotent)."""
-    from pt2onnx.frontends import _nms
+    from pt2onnx.frontends import define_batched_nms
 
-    _nms.define()
+    define_batched_nms()
     if torch.ops.pt2onnx.batched_nms.default not in registry:
         registry.register(torch.ops.pt2onnx.batched_nms.default, batched_nms)
     if "torchvision" not in sys.modules:

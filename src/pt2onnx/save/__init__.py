@@ -6,3 +6,14 @@ May import: ``passes`` (the rewrites every written file gets), ``translate._buil
 (dtypes), ``_compat``, ``errors``. Must not import: ``capture``, ``frontends`` or
 anything above them.
 """
+
+# The door: what other folders may use. Imports from outside this folder name these,
+# never a private module.
+from pt2onnx.save._save import PROTO_LIMIT_BYTES, check_path, initializer_bytes, is_meta, save_model
+from pt2onnx.save._weights import Safetensors, WeightSource
+
+__all__ = [
+    "PROTO_LIMIT_BYTES", "Safetensors", "WeightSource", "check_path", "initializer_bytes",
+    "is_meta", "save_model",
+]
+

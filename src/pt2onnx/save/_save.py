@@ -14,7 +14,7 @@ import torch
 
 from pt2onnx.errors import SaveError
 from pt2onnx.save import _weights as _weights_mod
-from pt2onnx.translate._builder import torch_dtype
+from pt2onnx.translate import torch_dtype
 
 # With external_data=None, weights above this total go to <file>.data: writing
 # them inline costs two extra copies in protobuf, and the 2 GB protobuf limit

@@ -205,7 +205,7 @@ class Builder:
         constraint violation (B fixed or its range narrowed)."""
         import warnings
 
-        from pt2onnx.capture._dynamic import is_constraint_violation
+        from pt2onnx.capture import is_constraint_violation
 
         outs = [stmt.out] if stmt.out else [stmt.uses[0]]
         trial = Program(self.seed, [*self.leaves, *leaves], [*self.stmts, stmt], outs, self.b)
@@ -323,9 +323,9 @@ def _as_pt2onnx_captures(leaves: Sequence[Leaf]) -> Any:
 
     if not any(leaf.ctor for leaf in leaves):
         return contextlib.nullcontext()
-    from pt2onnx.frontends import _packed_rnn
+    from pt2onnx.frontends import packed_rnn_substitutions
 
-    return _packed_rnn.substitutions([], plain=True)
+    return packed_rnn_substitutions([], plain=True)
 
 
 class _Symbolic:
