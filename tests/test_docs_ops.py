@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pt2onnx import _support
+from pt2onnx.cli import _support
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "ops.md"
 
@@ -67,7 +67,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "opin
 
 
 def test_every_failing_opinfo_entry_has_a_reason() -> None:
-    from pt2onnx._opinfo_gaps import CAUSES, GAPS
+    from pt2onnx.cli._opinfo_gaps import CAUSES, GAPS
 
     run = json.loads(RESULTS.read_text())
     failing = {name for name, r in run["results"].items() if r["pt2onnx"] != "pass"}

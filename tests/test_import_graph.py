@@ -190,7 +190,8 @@ def private_crossings() -> list[str]:
                 for a in node.names:
                     if f"{source}.{a.name}" in known:
                         alias[a.asname or a.name] = f"{source}.{a.name}"
-                    elif (a.name.startswith("_") and source in known
+                    elif (a.name.startswith("_") and not a.name.startswith("__")
+                          and source in known
                           and _folder(source, known) != _folder(name, known)):
                         found.add(f"{name} imports {source}.{a.name}")
         for node in ast.walk(tree):

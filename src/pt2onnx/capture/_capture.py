@@ -393,9 +393,9 @@ def _declared_positions(module: Any, args: tuple[Any, ...], kwargs: dict[str, An
 def _symbol_names(positions: list[tuple[str, int, int, int]],
                   refined: _dynamic.Refined) -> dict[Any, str]:
     """Each symbol of the program's input shapes -> the user's name for that dim."""
-    from pt2onnx.capture._resize import _user_shapes
+    from pt2onnx.capture._resize import user_shapes
 
-    shapes = _user_shapes(refined.program)
+    shapes = user_shapes(refined.program)
     names: dict[Any, str] = {}
     for name, i, axis, _ in positions:
         if i >= len(shapes) or axis >= len(shapes[i]):

@@ -19,7 +19,7 @@ import torch.utils._pytree as pytree
 from pt2onnx.capture._dynamic import DeclaredAxis, tensor_leaves
 
 
-def _user_shapes(program: torch.export.ExportedProgram) -> list[Any]:
+def user_shapes(program: torch.export.ExportedProgram) -> list[Any]:
     user = set(program.graph_signature.user_inputs)
     vals = [n.meta.get("val") for n in program.graph.nodes
             if n.op == "placeholder" and n.name in user]
@@ -51,7 +51,7 @@ def _leaves(program: torch.export.ExportedProgram, args: tuple[Any, ...],
 
     leaves, spec = pytree.tree_flatten((args, ordered_kwargs(program, kwargs)))
     tensors = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-    shapes = _user_shapes(program)
+    shapes = user_shapes(program)
     if len(shapes) != len(tensors):
         return None
     return leaves, spec, tensors, shapes

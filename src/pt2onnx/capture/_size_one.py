@@ -236,9 +236,9 @@ def ties(program: torch.export.ExportedProgram, axes: list[tuple[str, int, int, 
          ) -> list[Tie]:
     """The ties among ``axes`` ((declared name, tensor input index, axis, declared
     minimum)): names whose input dims the program holds as one plain symbol."""
-    from pt2onnx.capture._resize import _user_shapes
+    from pt2onnx.capture._resize import user_shapes
 
-    shapes = _user_shapes(program)
+    shapes = user_shapes(program)
     groups: dict[Any, Tie] = {}
     for name, i, axis, lower in axes:
         if i >= len(shapes) or axis >= len(shapes[i]):

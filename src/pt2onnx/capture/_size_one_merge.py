@@ -118,9 +118,9 @@ def input_position(program: Any, symbol: Any) -> tuple[int, int] | None:
     """(tensor input index, axis) of the first input dim that is ``symbol`` itself."""
     import torch
 
-    from pt2onnx.capture._resize import _user_shapes
+    from pt2onnx.capture._resize import user_shapes
 
-    for i, shape in enumerate(_user_shapes(program)):
+    for i, shape in enumerate(user_shapes(program)):
         for axis, d in enumerate(shape):
             if isinstance(d, torch.SymInt) and d.node.expr == symbol:
                 return i, axis

@@ -5,7 +5,7 @@ code, common subexpressions and identity removal, all linear in graph size, and 
 rewrites every written file gets (onnxruntime's CPU types, its fusions that change
 results).
 
-May import: ``translate._builder`` (dtypes), ``_compat``, ``errors``, onnx_ir. Must not
+May import: ``translate`` (its door: dtypes), ``_compat``, ``errors``, onnx_ir. Must not
 import: ``capture``, ``frontends``, ``rules``, ``save`` or anything above them.
 """
 
@@ -23,6 +23,12 @@ from pt2onnx.passes import (
     transposed_matvec,
     unsplit_heads,
 )
+
+# The door: the pipelines; each pass module above is public too.
+__all__ = [
+    "cleanup", "fold_batch_norm", "optimize", "ort_cpu_types", "pad_before_max_pool",
+    "runtime_workarounds", "single_term_products", "transposed_matvec", "unsplit_heads",
+]
 
 
 def optimize(model: ir.Model) -> ir.Model:

@@ -1,6 +1,8 @@
 """Built-in translation rules, one module per op family.
 
-Importing this package registers every rule in ``pt2onnx.translate._registry.REGISTRY``.
+Importing this package registers every rule in ``pt2onnx.rule_api.REGISTRY``. Rules
+import the rule-writing API from ``pt2onnx.rule_api`` (as users' rules do), and the
+custom ops they translate from the ``frontends`` door.
 A rule reads only its own inputs (a rewrite that looks at neighbouring nodes is a pass,
 ``pt2onnx.passes``).
 

@@ -2,7 +2,7 @@
 2 GiB limit, atomic writes that leave no half-written file), with weights streamed
 from disk or meta tensors (``_weights``).
 
-May import: ``passes`` (the rewrites every written file gets), ``translate._builder``
+May import: ``passes`` (the rewrites every written file gets), ``translate``
 (dtypes), ``_compat``, ``errors``. Must not import: ``capture``, ``frontends`` or
 anything above them.
 """

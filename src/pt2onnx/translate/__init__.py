@@ -7,7 +7,7 @@ without a rule (``_decomp``, ``_decomp_extra``), and the check that a rule reads
 symbolic size as a number (``_baked_sizes``). The rules themselves live in
 ``pt2onnx.rules`` and register into ``_registry``.
 
-May import: ``frontends._custom_ops`` (the custom ops' names), ``_compat``, ``errors``.
+May import: ``frontends`` (its door: the custom ops' names), ``_compat``, ``errors``.
 Must not import: ``capture``, ``save``, ``passes`` or anything above them.
 """
 

@@ -6,8 +6,7 @@ import json
 from typing import Any
 
 from pt2onnx import _compat
-from pt2onnx.translate import KEEP_WHOLE as KEEP
-from pt2onnx.translate import REGISTRY, op_name
+from pt2onnx.translate import KEEP_WHOLE, REGISTRY, op_name
 
 # Core ATen ops with no rule, and why.
 MISSING_REASONS: dict[str, str] = {
@@ -323,7 +322,7 @@ def support_matrix() -> list[dict[str, Any]]:
     import pt2onnx.rules  # noqa: F401
 
     ops = {op_name(op): op for op in _compat.core_aten_ops()}
-    for op in KEEP:
+    for op in KEEP_WHOLE:
         ops.setdefault(op_name(op), op)
     for op in REGISTRY.ops():
         # ATen, prims and PT2E's quantize ops (rules/quantized.py registers them) only:
@@ -405,7 +404,7 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def _opinfo_gap_lines() -> list[str]:
-    from pt2onnx._opinfo_gaps import CAUSES, GAPS, MEASURED
+    from pt2onnx.cli._opinfo_gaps import CAUSES, GAPS, MEASURED
 
     lines = ["", "## OpInfo entries that do not pass, by cause", "",
              "`benchmarks/opinfo_compare.py --all` exports the first two float32 samples of "

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pt2onnx import _cli_io as io
+from pt2onnx.cli import _io as io
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -129,7 +129,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_ops(args: argparse.Namespace) -> int:
-    from pt2onnx._support import support_matrix, to_json, to_markdown
+    from pt2onnx.cli._support import support_matrix, to_json, to_markdown
 
     rows = support_matrix()
     if args.json:
