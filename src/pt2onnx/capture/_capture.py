@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from pt2onnx import _compat
-from pt2onnx.capture import _below_minimum, _dynamic, _refine, _size_one
+from pt2onnx.capture import _below_minimum, _dynamic, _refine, _second_size, _size_one
 from pt2onnx.capture._model_state import no_leaked_fake_tensors
 from pt2onnx.capture._model_state import preserved_state as preserved_state
 from pt2onnx.capture._spec import _complete_dynamic_shapes
@@ -310,15 +310,25 @@ def _capture_exported(
     register_output_containers()
     dynamic_shapes = _complete_dynamic_shapes(module, args, kwargs, dynamic_shapes)
     errors: list[str] = []
+    # Non-strict torch.export fixes a dim where the model calls int() on a size (Python's
+    # int() must return an int: x[:, :int(x.size(1) / 2)]); dynamo keeps it symbolic, so
+    # a dim fixed there gets a strict capture before the refusal stands.
+    fixed: CaptureError | None = None
     for strict in (False, False, True):
-        if errors and not strict and not _register_mapping_outputs(module, args, kwargs, errors):
+        if not strict and (fixed is not None or (errors and not _register_mapping_outputs(
+                module, args, kwargs, errors))):
             continue  # the second non-strict try is for a model returning a dict subclass
         try:
             if dynamic_shapes is None:
                 ep = _compat.export(module, args, kwargs, None, strict=strict)
                 return CaptureResult(ep, f"torch.export(strict={strict})", errors)
             refined = _refine.export_refined(module, args, kwargs, dynamic_shapes, strict)
-        except (CaptureError, InvalidInputError):
+        except CaptureError as exc:
+            if strict or fixed is not None or "can only take one size" not in str(exc):
+                raise (fixed or exc) from None
+            fixed = exc
+            continue
+        except InvalidInputError:
             raise
         except Exception as exc:
             errors.append(f"torch.export.export(strict={strict}) failed: {_short(exc)}")
@@ -328,8 +338,15 @@ def _capture_exported(
             continue
         positions = _declared_positions(module, args, kwargs, dynamic_shapes)
         ties = _size_one.ties(refined.program, positions)
+        # A tie is captured from an example grown to equal sizes on purpose; its sides
+        # are run apart (_size_one.check's tie points).
+        _check_example_fits(refined, args, kwargs, positions,
+                            {p for t in ties for ps in t.names.values() for p in ps})
         checked, unproved = _size_one.check(
             module, refined.program, strict, _symbol_names(positions, refined), ties)
+        second_notes, second = _second_size.point(
+            module, refined.program, strict, _symbol_names(positions, refined), positions)
+        checked, unproved = checked + second_notes, unproved + second
         separate = [t for t in ties if t.separate]
         untied = {n for t in separate for n in t.names}
         refinements = [n for n in refined.notes
@@ -348,6 +365,8 @@ def _capture_exported(
             refinements=refinements,
             fixed_axes=refined.fixed, size_one=unproved, ties=separate, below_minimum=below,
         )
+    if fixed is not None:
+        raise fixed
     if dynamic_shapes is not None:
         # A trace has static shapes: writing one would drop the declared axes quietly.
         raise CaptureError(
@@ -379,6 +398,29 @@ def _capture_exported(
         "torch.export-able (see the errors in the report's fallbacks)."
     )
     return CaptureResult(ep, "trace (make_fx)", errors, traced=True, warnings=[warning, *notes])
+
+
+def _check_example_fits(refined: _dynamic.Refined, args: tuple[Any, ...],
+                        kwargs: dict[str, Any], positions: list[tuple[str, int, int, int]],
+                        tied: set[tuple[int, int]]) -> None:
+    """A file is never written with dims that exclude its own example: a fix torch.export
+    suggested on a resized example (``time = 4*_time``, ``_time >= 61``) can."""
+    from pt2onnx.capture._resize import outside_ranges
+
+    names = {(i, axis): name for name, i, axis, _ in positions}
+    problems = outside_ranges(refined.program, args, kwargs, names, tied)
+    if not problems:
+        return
+    raise CaptureError(
+        "the dynamic shapes declare a dim that can only take one size in this model: "
+        "after torch.export's own suggested fixes ("
+        + ("; ".join(refined.notes) or "none") + "), the dims it captured exclude the "
+        "example itself:\n" + "\n".join(f"  - {p}" for p in problems)
+        + "\ntorch.export drew those ranges from a resized example (a size-1 example is "
+        "captured at twice its sizes), where the model's graph is another one; no file "
+        "is written with a range that excludes its example.\n"
+        "Next step: leave those dims static, or export from an example inside the range "
+        "above (each such size then gets its own check).\n")
 
 
 def _declared_positions(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],

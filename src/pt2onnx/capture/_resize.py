@@ -10,6 +10,7 @@ stay valid), or cropping them.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import Any
 
 import sympy
@@ -81,6 +82,52 @@ def known_values(program: torch.export.ExportedProgram, args: tuple[Any, ...] | 
                 if solved and solved[0].is_integer:
                     known[free[0]] = int(solved[0])
     return known
+
+
+def outside_ranges(program: torch.export.ExportedProgram, args: tuple[Any, ...],
+                   kwargs: dict[str, Any], names: dict[tuple[int, int], str] | None = None,
+                   skip: Collection[tuple[int, int]] = (),
+                   ) -> list[str]:
+    """Each input dim of ``(args, kwargs)`` that the program's dims cannot take: a size no
+    value of its symbols gives (``4*_time`` against 130), or one whose symbol is outside
+    its range (``_time >= 61`` against 32). Empty when the inputs fit. ``names`` maps
+    (tensor input index, axis) to the user's name of that dim; ``skip`` holds the (index,
+    axis) pairs not to check."""
+    found = _leaves(program, tuple(args), dict(kwargs or {}))
+    if found is None:
+        return []
+    leaves, _, tensors, shapes = found
+    known = known_values(program, args, kwargs)
+    ranges = {str(k): v for k, v in program.range_constraints.items()}
+    problems: list[str] = []
+    for ti, (shape, i) in enumerate(zip(shapes, tensors)):
+        for axis, (d, n) in enumerate(zip(shape, leaves[i].shape)):
+            if not isinstance(d, torch.SymInt) or (ti, axis) in skip:
+                continue
+            expr = d.node.expr
+            try:
+                value = int(expr.subs(known))
+            except TypeError:
+                value = None
+            where = f"{(names or {}).get((ti, axis), 'a dim')} (tensor input {ti}, axis {axis})"
+            if value != int(n):
+                problems.append(f"{where} is {int(n)}, which {expr} does not take")
+                continue
+            for sym in expr.free_symbols:
+                vr = ranges.get(str(sym))
+                lower = _bound(vr.lower) if vr is not None else None
+                upper = _bound(vr.upper) if vr is not None else None
+                v = known.get(sym)
+                # A minimum of 2 is torch's own 0/1 specialisation, not the model's: sizes
+                # 0 and 1 are the size-1 proof's to check (capture/_size_one.py).
+                if lower is not None and lower <= 2:
+                    lower = None
+                if v is not None and ((lower is not None and v < lower)
+                                      or (upper is not None and v > upper)):
+                    problems.append(f"{where} is {int(n)} = {expr} with {sym} = {v}, "
+                                    f"outside {sym}'s range [{lower}, "
+                                    f"{'inf' if upper is None else upper}]")
+    return list(dict.fromkeys(problems))
 
 
 def example_at(program: torch.export.ExportedProgram, values: dict[Any, int],

@@ -32,7 +32,7 @@ from typing import Any
 import sympy
 import torch
 
-from pt2onnx.errors import SizeOneError
+from pt2onnx.errors import CaptureError, SizeOneError
 
 aten = torch.ops.aten
 
@@ -217,6 +217,9 @@ class Unproved:
     # (tensor input index, axis) whose sizes, all 1, pick the branch; None: the
     # symbol's first input dim
     positions: list[tuple[int, int]] | None = None
+    # False for a point at another size (capture/_second_size.py): no graph of its own
+    # can be chosen there, so a wrong file is refused
+    at_one: bool = True
 
 
 @dataclass
@@ -317,6 +320,11 @@ def _tie_points(module: torch.nn.Module, program: torch.export.ExportedProgram,
 
 
 _TRUSTED: contextvars.ContextVar[str] = contextvars.ContextVar("size_one_trusted", default="")
+
+
+def trusted_now() -> bool:
+    """Whether the proofs are skipped for this export (:func:`trusted`)."""
+    return bool(_TRUSTED.get())
 
 
 @contextlib.contextmanager
@@ -436,7 +444,7 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
                 prog._module(*copy.deepcopy(point.args), **copy.deepcopy(point.kwargs))
         except Exception as exc:  # the resized inputs are not valid for the model
             why = f"{type(exc).__name__}: {str(exc)[:150]}"
-            where = _position(captured, point)
+            where = _position(captured, point) if point.at_one else None
             if branched or where is None:
                 notes.append(f"{point.label}: not checked, the model itself fails on the "
                              f"example resized there ({why})")
@@ -461,6 +469,8 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
             notes.append(f"{point.label}: the capture differs there, and the written graph "
                          "was run there and matches eager PyTorch")
             continue
+        if not point.at_one:
+            raise CaptureError(point.message + "\nRun there against eager PyTorch:\n" + wrong)
         where = _position(captured, point)
         if branched or where is None:
             raise SizeOneError(point.message + "\nRun there against eager PyTorch:\n" + wrong)

@@ -149,6 +149,19 @@ def ceil(g: RuleContext, a: Any) -> ir.Value:
     return g.op.Cast(g.op.Ceil(g.cast(a, _F)), to=_I64)
 
 
+@translation(round)
+def round_(g: RuleContext, a: Any, ndigits: Any = None) -> ir.Value:
+    """round(a): to the nearest integer, ties to even (Python's and ONNX Round's rule)"""
+    if not isinstance(a, ir.Value):
+        return g.const(round(a, ndigits)) if ndigits is not None else g.const(round(a))
+    if ndigits is not None:  # round(a, n) stays a float: a * 10**n rounded, then scaled back
+        scale = g.const(10.0 ** int(ndigits), _F)
+        return g.op.Div(g.op.Round(g.op.Mul(g.cast(a, _F), scale)), scale)
+    if a.dtype == _I64:
+        return a
+    return g.op.Cast(g.op.Round(a), to=_I64)
+
+
 @translation(torch.sym_ite)
 def sym_ite(g: RuleContext, cond: Any, a: Any, b: Any) -> ir.Value:
     """torch.sym_ite(cond, a, b)"""

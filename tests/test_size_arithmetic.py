@@ -1,0 +1,116 @@
+"""Python arithmetic on sizes becomes graph arithmetic on the run-time sizes (issue 37).
+
+Each model is exported with its time dim dynamic and run at the example, at 1 and at
+two other sizes against eager. A model whose graph depends on a size in a way no single
+graph holds (a Python loop over a count computed from it) is refused with a typed error
+and no file, where torch.export hands over a graph that is right only at the example.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.export import Dim
+
+import pt2onnx
+from pt2onnx.capture._resize import outside_ranges
+
+
+class IntHalf(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, :int(x.size(1) / 2)] + 1  # torch.onnx (dynamo, TorchScript) bakes 5
+
+
+class CeilSegments(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = math.ceil((x.size(1) - 3) / 4)  # torchaudio's Emformer: segments of 4
+        return x[:, :n] * 2
+
+
+class Mixed(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        t = x.size(1)
+        return (x[:, : t // 3] * 2, x[:, : round(t / 3)], x[:, : max(2, t % 5)],
+                x[:, : min(t, 4)], x[:, : math.floor(t / 4)])
+
+
+class SegmentLoop(torch.nn.Module):
+    """Emformer's attention mask: one piece per segment, in a Python loop whose count
+    is computed from the time dim."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        x = x[:, : t - t % 4].reshape(b, t // 4, 4 * d)
+        n = math.ceil((x.size(1) - 1) / 4)
+        parts = [torch.ones(min(4, x.size(1) - 1 - 4 * i)) * i for i in range(n)]
+        m = torch.cat(parts)
+        return x[:, : m.numel()] * m[None, :, None]
+
+
+def _export(model: torch.nn.Module, t: int, f: Any = None) -> pt2onnx.OnnxProgram:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pt2onnx.export(model, (torch.randn(2, t, 3),), f,
+                              dynamic_shapes={"x": {0: Dim("batch"), 1: Dim("time")}})
+
+
+def _check(model: torch.nn.Module, prog: pt2onnx.OnnxProgram, sizes: list[tuple[int, int]]) -> None:
+    for b, t in sizes:
+        x = torch.randn(b, t, 3)
+        expected = model(x)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        actual = prog.run(x)
+        for e, a in zip(expected, actual):
+            assert np.asarray(a).shape == tuple(e.shape), (b, t)
+            np.testing.assert_allclose(np.asarray(a), e.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("model", [IntHalf(), CeilSegments(), Mixed()],
+                         ids=["int_true_division", "ceil_of_division", "floordiv_round_mod_max"])
+def test_size_arithmetic_is_computed_at_run_time(model: torch.nn.Module) -> None:
+    prog = _export(model, 12)
+    _check(model, prog, [(2, 12), (1, 1), (3, 7), (2, 29)])
+
+
+def test_a_loop_over_a_count_computed_from_a_size_is_refused(tmp_path: Path) -> None:
+    # torch.export returns this program with time free over its range, unrolled for the
+    # example's count; the file ran only at the example (or a grown example) before.
+    out = tmp_path / "m.onnx"
+    with pytest.raises(pt2onnx.CaptureError) as info:
+        _export(SegmentLoop(), 130, out)
+    assert "can only take one size" in str(info.value)
+    assert "Python value that shapes the graph" in str(info.value)
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_the_same_loop_exports_static() -> None:
+    model = SegmentLoop()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(model, (torch.randn(2, 130, 3),))
+    _check(model, prog, [(2, 130)])
+
+
+class _Reduce(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(x.size(0), x.size(1) // 4, 4).sum(-1)
+
+
+def test_ranges_that_exclude_the_example_are_found() -> None:
+    # A fix torch.export suggests on a resized example (time = 4*_time, _time >= 61) can
+    # exclude the user's own example: such a program is never written.
+    quarter = Dim("_time", min=61)
+    ep = torch.export.export(_Reduce(), (torch.randn(2, 256),),
+                             dynamic_shapes={"x": {1: 4 * quarter}}, strict=False)
+    assert outside_ranges(ep, (torch.randn(2, 256),), {}) == []
+    assert outside_ranges(ep, (torch.randn(2, 260),), {}) == []
+    below = outside_ranges(ep, (torch.randn(2, 128),), {})
+    assert len(below) == 1 and "outside" in below[0], below
+    off = outside_ranges(ep, (torch.randn(2, 130),), {})
+    assert len(off) == 1 and "does not take" in off[0], off
