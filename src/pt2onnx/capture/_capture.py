@@ -344,9 +344,10 @@ def _capture_exported(
                             {p for t in ties for ps in t.names.values() for p in ps})
         checked, unproved = _size_one.check(
             module, refined.program, strict, _symbol_names(positions, refined), ties)
-        second_notes, second = _second_size.point(
-            module, refined.program, strict, _symbol_names(positions, refined), positions)
-        checked, unproved = checked + second_notes, unproved + second
+        if _second_size.needed(refined.notes, refined.assumed):
+            second_notes, second = _second_size.point(
+                module, refined.program, strict, _symbol_names(positions, refined), positions)
+            checked, unproved = checked + second_notes, unproved + second
         separate = [t for t in ties if t.separate]
         untied = {n for t in separate for n in t.names}
         refinements = [n for n in refined.notes

@@ -7,8 +7,8 @@ Emformer) is unrolled for the example's count, and, once a suggested fix such as
 range. A file written from it runs only at the example's sizes, or computes other
 numbers elsewhere, and torch.onnx's exporters write it as it is.
 
-So every dynamic capture is compared, node by node (as at size 1, ``_size_one.py``), with
-a static capture at a second size: every dynamic dim doubled (or the nearest other size
+So every such capture (:func:`needed`) is compared, node by node (as at size 1,
+``_size_one.py``), with a static capture at a second size: every dynamic dim doubled (or the nearest other size
 its range allows). Equal programs prove the graph does not depend on the example's
 sizes beyond what it states. Where they differ, ``_size_one.settle`` runs the written
 graph there against eager: a match is kept and reported (the two captures only spell the
@@ -29,6 +29,15 @@ from pt2onnx.capture._size_one import (
     root_symbols,
     trusted_now,
 )
+
+
+def needed(refinements: list[str], assumed: list[str]) -> bool:
+    """Whether a capture needs the second size: where pt2onnx captured again under a
+    relation torch.export suggested (``time = 4*_time``), or with guards it checked
+    itself (``_guards_hold.py``). A capture with the spec as declared, or only bounded,
+    keeps torch.export's own guards, which report a size the graph depends on (the same
+    loop is a constraint violation there, ``ceil((t//4 - 1)/4) == 8``)."""
+    return bool(assumed) or any("tied to other dims" in n for n in refinements)
 
 
 def _declared_sizes(program: torch.export.ExportedProgram,
