@@ -220,25 +220,43 @@ def scaled_examples(
     declared = [a for a in declared if a.name is not None or a.size == 1]
     others = sorted({2 * a.size for a in declared if a.size > 1 and a.name is not None})
     found = []
-    for ones_to in [None, *others[-1:]]:
+    for ones_to in [None, *others[-1:], _aligned(declared, inputs)]:
         grown = _grown(args, kwargs, inputs, declared, ones_to)
         if grown is not None:
             found.append(grown)
     return found
 
 
+def _aligned(declared: list[DeclaredAxis], inputs: dict[str, Any]) -> dict[int, int]:
+    """Broadcasting lines axes up from the right: ``x * y`` with ``x`` at (1, 4) and ``y``
+    at (3, 1) needs ``x``'s first dim to grow as ``y``'s does and ``y``'s last as ``x``'s.
+    Each right-aligned position (-1 for the last axis) -> twice the largest example size
+    of a declared dim there, for the size-1 dims to grow to (the third candidate)."""
+    tensors = dict(tensor_leaves(inputs))
+    to: dict[int, int] = {}
+    for a in declared:
+        position = a.axis - tensors[a.input].dim()
+        to[position] = max(to.get(position, 2), 2 * a.size)
+    return to
+
+
 def _grown(
     args: tuple[Any, ...], kwargs: dict[str, Any], inputs: dict[str, Any],
-    declared: list[DeclaredAxis], ones_to: int | None,
+    declared: list[DeclaredAxis], ones_to: int | dict[int, int] | None,
 ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """The example with each declared dim doubled; a size-1 dim grown to ``ones_to``
+    instead where given (one size, or one per right-aligned position, ``_aligned``)."""
+    tensors = dict(tensor_leaves(inputs))
+
     def target(a: DeclaredAxis) -> int:
-        return ones_to if ones_to is not None and a.size == 1 else 2 * a.size
+        if isinstance(ones_to, dict) and a.size == 1:
+            return ones_to.get(a.axis - tensors[a.input].dim(), 2)
+        return ones_to if isinstance(ones_to, int) and a.size == 1 else 2 * a.size
 
     if any(isinstance(getattr(a.dim, "max", None), int) and target(a) > a.dim.max
            for a in declared):
         return None
     targets: dict[str, list[int]] = {}
-    tensors = dict(tensor_leaves(inputs))
     for a in declared:
         shape = targets.setdefault(a.input, list(tensors[a.input].shape))
         shape[a.axis] = target(a)

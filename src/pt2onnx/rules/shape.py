@@ -99,11 +99,26 @@ def squeeze(g: RuleContext, x: ir.Value, dim: Any = None) -> ir.Value:
     if r == 0:
         return x
     dims = list(range(r)) if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+    chosen = sorted({normalize_dim(d, r) for d in dims})
+    if any(not isinstance(shape[d], int) for d in chosen):
+        return _squeeze_at_run_time(g, x, chosen, r)
     # torch leaves a dim that is not 1 in place; ONNX would fail on it.
-    keep = [normalize_dim(d, r) for d in dims if shape[normalize_dim(d, r)] == 1]
+    keep = [d for d in chosen if shape[d] == 1]
     if not keep:
         return x
     return g.op.Squeeze(x, axes(g, keep))
+
+
+def _squeeze_at_run_time(g: RuleContext, x: ir.Value, chosen: list[int], r: int) -> ir.Value:
+    """squeeze of a dynamic dim: torch drops it only where it is 1, so the result's rank
+    is decided at run time. Reshape to the sizes that stay (``allowzero``: a size 0 is a
+    size, not "copy"). A later op that needs the captured rank is found by the size-1
+    check, which runs the file where the dim is 1 (capture/_size_one.py)."""
+    sizes = g.op.Shape(x)
+    chosen_mask = g.const([i in chosen for i in range(r)], ir.DataType.BOOL)
+    drop = g.op.And(g.op.Equal(sizes, g.const([1] * r)), chosen_mask)
+    kept = g.op.Compress(sizes, g.op.Not(drop), axis=0)
+    return g.op.Reshape(x, kept, allowzero=1)
 
 
 @translation(aten.cat.default)
