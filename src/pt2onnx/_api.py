@@ -21,6 +21,7 @@ from pt2onnx.capture import (
     check_args,
     dynamic_axes_to_shapes,
     lift,
+    materialize_lazy,
     named_dims,
     preserved_state,
     settle,
@@ -157,6 +158,7 @@ def _export(
     rep = stages.rep
 
     with rep.stage("capture"):
+        rep.warnings.extend(materialize_lazy(call.model, call.args, call.kwargs))
         captured = stages.capture(stages.record)
     stages.captured_first(captured)
     with rep.stage("decompose"):

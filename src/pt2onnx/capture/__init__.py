@@ -34,14 +34,15 @@ from pt2onnx.capture._dynamic import (
     tensor_leaves,
     without_dims,
 )
+from pt2onnx.capture._model_state import materialize_lazy
 from pt2onnx.capture._resize import example_at, known_values, second_size
 from pt2onnx.capture._size_one import Unproved, ones_allowed, settle, trusted
 
 __all__ = [
     "CaptureResult", "Unproved", "all_dynamic", "argument_names", "as_module", "bound_inputs",
     "capture", "check_args", "composite", "dynamic_axes_to_shapes", "example_at",
-    "is_constraint_violation", "known_values", "lift", "named_dims", "ones_allowed",
-    "preserved_state", "second_size", "settle", "split_trailing_kwargs", "tensor_leaves",
+    "is_constraint_violation", "known_values", "lift", "materialize_lazy", "named_dims",
+    "ones_allowed", "preserved_state", "second_size", "settle", "split_trailing_kwargs", "tensor_leaves",
     "trusted", "user_dim_names", "without_dims",
 ]
 

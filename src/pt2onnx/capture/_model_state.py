@@ -9,10 +9,13 @@ These context managers put such changes back.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.nn.modules.lazy import LazyModuleMixin
+
+from pt2onnx.errors import CaptureError
 
 
 def _holds_fake(value: Any) -> bool:
@@ -33,7 +36,61 @@ def _holds_fake(value: Any) -> bool:
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
                "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_backward_hooks",
-               "_backward_pre_hooks")
+               "_backward_pre_hooks", "_state_dict_hooks", "_state_dict_pre_hooks",
+               "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
+
+
+# What "as it found it" means for a lazy module (torch.nn.LazyLinear and every other
+# LazyModuleMixin): its first forward materializes its parameters in place (random
+# values), removes its own ``_initialize_hook`` / ``_load_hook`` and may change its
+# class (LazyLinear -> Linear). That cannot be undone without throwing the values away,
+# and the written file holds exactly those values: undone, the next eager call would draw
+# new ones and no longer match the file. So a lazy module the export materialized is left
+# materialized, whole, exactly as a first eager call leaves it (torch.compile does the
+# same); materialize_lazy does that with one eager call on the example before capture, so
+# no capture tier ever sees an uninitialized parameter. A lazy module with nothing to
+# materialize (no parameters left uninitialized) is put back whole: its hooks, its
+# attributes and its class, so its own first eager call still works.
+def _pending_lazy(module: torch.nn.Module) -> bool:
+    """A lazy module whose first forward has not run yet, with parameters to materialize."""
+    return (isinstance(module, LazyModuleMixin) and "_initialize_hook" in module.__dict__
+            and module.has_uninitialized_params())
+
+
+def _materialized(module: torch.nn.Module) -> bool:
+    """A lazy module whose first forward completed, with real (not tracing) tensors."""
+    if "_initialize_hook" in module.__dict__:
+        return False
+    if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params():
+        return False
+    tensors = list(module.parameters(recurse=False)) + list(module.buffers(recurse=False))
+    return not any(_holds_fake(t) for t in tensors)
+
+
+def materialize_lazy(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+    """Materializes the model's lazy modules by one eager call on the example, as the
+    model's first eager call would (see the comment above); returns a report line, or
+    none where there was nothing to materialize. The call runs in eval mode and without
+    gradients, so it changes nothing else (batch norm statistics included); every other
+    change it makes is put back."""
+    if not isinstance(model, torch.nn.Module):
+        return []
+    pending = [name or type(model).__name__ for name, m in model.named_modules()
+               if _pending_lazy(m)]
+    if not pending:
+        return []
+    try:
+        with preserved_state(model), torch.no_grad():
+            model.eval()
+            model(*args, **kwargs)
+    except Exception as exc:
+        raise CaptureError(
+            f"the model's lazy modules ({', '.join(pending)}) materialize their parameters "
+            f"on the first forward, and that eager call on the example failed: "
+            f"{type(exc).__name__}: {exc}. Next step: call the model once on an example "
+            "before exporting it (or fix the error above).") from exc
+    return [f"lazy modules materialized by one eager call on the example, as a first eager "
+            f"call would: {', '.join(pending)}"]
 
 
 @contextlib.contextmanager
@@ -48,20 +105,27 @@ def preserved_state(model: Any) -> Iterator[None]:
     modules = list(model.modules())
     hooks = [(m, {k: dict(d) for k in _HOOK_DICTS if isinstance(d := m.__dict__.get(k), dict)})
              for m in modules]
+    classes = [(m, type(m)) for m in modules]
+    lazy = [m for m in modules if _pending_lazy(m)]
     training = [(m, m.training) for m in modules]
     grads = [(p, p.requires_grad) for p in model.parameters()]
     try:
         # Every attribute the export's runs wrote goes back too: transformers 5.24 marks
         # its hooks installed with a flag, which must not outlive the hooks.
-        with no_leaked_fake_tensors(model, everything=True):
+        with no_leaked_fake_tensors(model, everything=True,
+                                    keep=lambda: [m for m in lazy if _materialized(m)]):
             yield
     finally:
+        kept = {id(m) for m in lazy if _materialized(m)}
         for m, saved in hooks:
             for key, before in saved.items():
                 now = m.__dict__.get(key)
-                if isinstance(now, dict) and now.keys() != before.keys():
+                if id(m) not in kept and isinstance(now, dict) and now.keys() != before.keys():
                     now.clear()
                     now.update(before)
+        for m, cls in classes:
+            if id(m) not in kept and type(m) is not cls:
+                m.__class__ = cls
         for m, flag in training:
             m.training = flag
         for p, flag in grads:
@@ -70,7 +134,8 @@ def preserved_state(model: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def no_leaked_fake_tensors(module: Any, everything: bool = False) -> Iterator[None]:
+def no_leaked_fake_tensors(module: Any, everything: bool = False,
+                           keep: Callable[[], list[Any]] = list) -> Iterator[None]:
     """Undoes attribute writes that leave tracing tensors on the model.
 
     A forward that caches a tensor on ``self`` (YOLO's Detect head keeps its anchors
@@ -79,7 +144,10 @@ def no_leaked_fake_tensors(module: Any, everything: bool = False) -> Iterator[No
     tensor as if it were real. In each module where that happened, every attribute the
     capture wrote gets its earlier value back (or goes, if the capture added it), so
     the cache and its key stay consistent. With ``everything``, every module's writes
-    are undone (the recorded eager run: an export leaves the model as it found it)."""
+    are undone (the recorded eager run: an export leaves the model as it found it).
+    An attribute the run deleted comes back too (a lazy module deletes its
+    ``_initialize_hook``). ``keep`` names, once the run is over, the modules whose
+    writes stay (the lazy modules it materialized)."""
     if not isinstance(module, torch.nn.Module):
         yield
         return
@@ -88,12 +156,16 @@ def no_leaked_fake_tensors(module: Any, everything: bool = False) -> Iterator[No
     try:
         yield
     finally:
+        kept = {id(m) for m in keep()}
         for m, saved in before:
+            if id(m) in kept:
+                continue
             changed = [k for k, v in m.__dict__.items()
                        if k not in skip and (k not in saved or saved[k] is not v)]
+            deleted = [k for k in saved if k not in m.__dict__]
             if not everything and not any(_holds_fake(m.__dict__[k]) for k in changed):
                 continue
-            for key in changed:
+            for key in changed + deleted:
                 if key in saved:
                     m.__dict__[key] = saved[key]
                 else:

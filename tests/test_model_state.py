@@ -1,0 +1,103 @@
+"""An export leaves the model as it found it, lazy modules included (issue 37).
+
+A LazyModuleMixin module removes its ``_initialize_hook`` / ``_load_hook`` on its first
+forward and may change its class (LazyLinear -> Linear). Putting back only some of that
+left a hook whose handle was gone: the next eager call raised "'LazyModule' object has
+no attribute '_initialize_hook'" (PyTorch's test_export_with_lazy_module_kwargs). A lazy
+module with parameters to materialize is left materialized, as a first eager call
+leaves it, so the model and the file hold the same weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import pt2onnx
+
+
+class _NoParams(torch.nn.modules.lazy.LazyModuleMixin, torch.nn.Module):
+    """The module of PyTorch's test_export_with_lazy_module_kwargs."""
+
+    def initialize_parameters(self, *args, **kwargs):
+        pass
+
+    def forward(self, x, y):
+        return x + y
+
+
+class _Holder(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.LazyLinear(4)
+
+    def forward(self, x, *, y=None):
+        out = self.lin(x)
+        return out if y is None else out + y
+
+
+def _matches(prog, model, args, kwargs=None) -> None:
+    kwargs = kwargs or {}
+    with torch.no_grad():
+        first = model(*args, **kwargs)
+        again = model(*args, **kwargs)
+    torch.testing.assert_close(first, again)
+    np.testing.assert_allclose(prog.run(*args, **kwargs)[0], first.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_lazy_module_without_parameters_is_put_back_whole():
+    m = _NoParams()
+    dim = torch.export.Dim("dim")
+    prog = pt2onnx.export(m, (), kwargs={"x": torch.randn(3, 3), "y": torch.randn(3, 3)},
+                          dynamic_shapes=({0: dim}, {0: dim}))
+    # Nothing to materialize: the model is as it was, its own first call still to come.
+    assert "_initialize_hook" in m.__dict__ and "_load_hook" in m.__dict__
+    assert type(m) is _NoParams
+    _matches(prog, m, (), {"x": torch.randn(6, 3), "y": torch.randn(6, 3)})
+    assert "_initialize_hook" not in m.__dict__  # the eager call ran the hook
+
+
+def test_lazy_linear_with_keyword_inputs_is_left_materialized():
+    m = _Holder()
+    x, y = torch.randn(2, 3), torch.randn(2, 4)
+    prog = pt2onnx.export(m, (x,), kwargs={"y": y})
+    assert type(m.lin) is torch.nn.Linear and m.lin.in_features == 3
+    assert not m.lin._forward_pre_hooks and "_initialize_hook" not in m.lin.__dict__
+    assert any("lazy modules materialized" in w and "lin" in w for w in prog.report.warnings)
+    _matches(prog, m, (x,), {"y": y})
+
+
+def test_lazy_linear_positional_is_left_materialized():
+    m = _Holder()
+    x = torch.randn(2, 3)
+    prog = pt2onnx.export(m, (x,))
+    assert type(m.lin) is torch.nn.Linear and tuple(m.lin.weight.shape) == (4, 3)
+    _matches(prog, m, (x,))
+
+
+def test_lazy_linear_with_dynamic_batch():
+    m = _Holder()
+    batch = torch.export.Dim("batch")
+    prog = pt2onnx.export(m, (torch.randn(2, 3),), dynamic_shapes={"x": {0: batch}})
+    _matches(prog, m, (torch.randn(5, 3),))
+
+
+def test_lazy_linear_initialised_by_an_eager_call_stays_as_it_was():
+    m = _Holder()
+    x = torch.randn(2, 3)
+    m(x)
+    weight = m.lin.weight.detach().clone()
+    prog = pt2onnx.export(m, (x,))
+    assert not any("lazy modules" in w for w in prog.report.warnings)
+    torch.testing.assert_close(m.lin.weight, weight)
+    _matches(prog, m, (x,))
+
+
+def test_materializing_changes_nothing_else():
+    """The materializing call runs in eval mode: batch norm keeps its statistics, and
+    the training flags are the model's own afterwards."""
+    m = torch.nn.Sequential(torch.nn.LazyLinear(4), torch.nn.BatchNorm1d(4)).train()
+    pt2onnx.export(m, (torch.randn(3, 5),))
+    assert m.training and m[1].training
+    assert int(m[1].num_batches_tracked) == 0
+    torch.testing.assert_close(m[1].running_mean, torch.zeros(4))
