@@ -105,3 +105,53 @@ def test_sub_byte_integers_keep_their_values(name, values, opset):
         assert value.type.tensor_type.elem_type == getattr(onnx.TensorProto, name.upper())
     got = numpy_helper.to_array(_weight(proto))
     np.testing.assert_array_equal(got.astype(np.int16), np.array(values, dtype=np.int16))
+
+
+class _Makes(torch.nn.Module):
+    """Makes an empty tensor of ``dtype`` inside forward: only the captured program's
+    node metadata holds the type, no input or weight."""
+
+    def __init__(self, *dtypes: torch.dtype) -> None:
+        super().__init__()
+        self.dtypes = dtypes
+
+    def forward(self):
+        return tuple(torch.empty([1], dtype=d) for d in self.dtypes)
+
+
+@pytest.mark.parametrize("names, opset", [
+    (["float4_e2m1fn_x2"], 23), (["float8_e8m0fnu"], 24), (["int2"], 25),
+    (["float4_e2m1fn_x2", "uint2"], 25),
+], ids=["float4", "float8e8m0", "int2", "float4+uint2"])
+def test_no_opset_named_exports_at_the_opset_the_types_need(names, opset):
+    """PyTorch's test_float4_support names no opset: the export is at the lowest opset
+    that takes every type of the model (never the default's refusal), and says so."""
+    model = _Makes(*(getattr(torch, n) for n in names))
+    with pytest.warns(UserWarning, match=f"opset {opset} chosen"):
+        prog = pt2onnx.export(model, ())
+    onnx.checker.check_model(prog.model_proto, full_check=True)
+    assert prog.report.opset == opset
+    assert {o.domain: o.version for o in prog.model_proto.opset_import}[""] == opset
+    chosen = [w for w in prog.report.warnings if w.startswith(f"opset {opset} chosen")]
+    assert len(chosen) == 1 and "pass opset=" in chosen[0]
+    assert names[-1] in chosen[0]
+
+
+def test_types_of_inputs_and_weights_choose_the_opset_too():
+    w = torch.tensor([[0x21, 0x43]], dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    with pytest.warns(UserWarning, match="opset 23 chosen: float4_e2m1fn_x2 needs it"):
+        prog = pt2onnx.export(Returns(w), (w.clone(),), optimize=False)
+    assert prog.report.opset == 23
+
+
+def test_a_named_opset_is_kept_and_refused():
+    """opset= or torch.onnx's opset_version=: the caller chose, so the refusal stays."""
+    for named in ({"opset": 21}, {"opset_version": 22}):
+        with pytest.raises(TranslationError, match="opset=23"):
+            pt2onnx.export(_Makes(torch.float4_e2m1fn_x2), (), **named)
+
+
+def test_ordinary_types_keep_the_default_opset():
+    prog = pt2onnx.export(_Makes(torch.float8_e4m3fn, torch.int4), ())
+    assert prog.report.opset == 21
+    assert not any("chosen" in w for w in prog.report.warnings)

@@ -90,7 +90,9 @@ def export(
         dynamic_shapes: ``torch.export``-style dynamic shapes.
         input_names, output_names, dynamic_axes: ``torch.onnx``-style naming and
             dynamic axes (``{"x": {0: "batch"}}`` or ``{"x": [0]}``).
-        opset: the target ONNX opset (17-26).
+        opset: the target ONNX opset (17-26). None: 21, or the lowest opset that
+            takes the model's types where one needs a later opset (float4 23,
+            float8e8m0 24, int2/uint2 25); the report's warnings say which.
         external_data: write weights to ``<f>.data``; None decides by size.
         optimize: run the small ONNX pass pipeline.
         verify: compare onnxruntime with eager PyTorch on ``args``.
@@ -160,6 +162,7 @@ def _export(
     with rep.stage("capture"):
         rep.warnings.extend(materialize_lazy(call.model, call.args, call.kwargs))
         captured = stages.capture(stages.record)
+    stages.choose_opset(captured, MAX_OPSET)
     stages.captured_first(captured)
     with rep.stage("decompose"):
         program = stages.decompose(captured)
@@ -230,7 +233,7 @@ def _normalize(
         input_names=list(input_names) if input_names else None,
         output_names=list(output_names) if output_names else None, optimize=optimize,
         verify=verify, external_data=external_data, weights=weights, legacy=legacy,
-        quantized_io=quantized_io)
+        quantized_io=quantized_io, opset_named=opset is not None)
 
 
 def _dynamic_spec(

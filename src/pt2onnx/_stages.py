@@ -52,6 +52,7 @@ from pt2onnx.translate import (
     functionalization_error,
     reason_to_decompose,
     symbolic_input_dims,
+    types_opset,
 )
 
 
@@ -77,6 +78,7 @@ class Call:
     weights: Any
     legacy: _legacy.Options = field(default_factory=_legacy.Options)
     quantized_io: str = "float"  # "triple": (integer values, scale, zero point)
+    opset_named: bool = True  # False: the caller left the opset to pt2onnx
 
 
 class Stages:
@@ -86,8 +88,7 @@ class Stages:
         self.call = call
         self.rep = ExportReport(opset=call.opset)
         self.registry = REGISTRY
-        self.keep = tuple(op for op in KEEP_WHOLE
-                          if op in call.custom or self.registry.lookup(op, call.opset) is not None)
+        self.keep = self._kept_whole(call.opset)
         self.dynamic_shapes = call.spec
         from pt2onnx.rules import moe as _moe_rules
         from pt2onnx.rules import torchvision as _torchvision_rules
@@ -102,6 +103,11 @@ class Stages:
         self.tie_sizes: dict[str, list[tuple[int, int]]] = {}
 
     # -- rules ------------------------------------------------------------------------
+    def _kept_whole(self, opset: int) -> tuple[Any, ...]:
+        """The ops never decomposed at ``opset``: those with a richer ONNX form there."""
+        return tuple(op for op in KEEP_WHOLE
+                     if op in self.call.custom or self.registry.lookup(op, opset) is not None)
+
     def has_rule(self, op: Any) -> bool:
         return op in self.call.custom or any(
             self.registry.lookup(op, self.call.opset, complex=c) is not None
@@ -178,6 +184,25 @@ class Stages:
                     if i < len(self.dim_names):
                         self.dim_names[i][axis] = name
             self.tie_sizes[str(tie.symbol)] = [p for ps in tie.names.values() for p in ps]
+
+    def choose_opset(self, captured: CaptureResult, highest: int) -> None:
+        """Where the caller named no opset and the captured program holds a type ONNX has
+        only from a later opset than the default (float4 23, float8e8m0 24, int2 25), the
+        export is at the lowest opset that takes every such type, and the report says so.
+        A named opset is kept: translation then refuses with the opset to use."""
+        call = self.call
+        if call.opset_named:
+            return
+        need, names = types_opset(captured.program)
+        if need <= call.opset or need > highest:
+            return
+        call.opset = self.rep.opset = need
+        self.keep = self._kept_whole(need)
+        message = (f"opset {need} chosen: {' and '.join(names)} "
+                   f"{'needs' if len(names) == 1 else 'need'} it (the default is lower); "
+                   f"pass opset=... to choose")
+        self.rep.warnings.append(message)
+        warnings.warn(message, stacklevel=4)
 
     # -- decompose and translate ------------------------------------------------------
     def decompose(self, captured: CaptureResult) -> torch.export.ExportedProgram:

@@ -31,6 +31,7 @@ from pt2onnx.translate._decomp import (
     symbolic_input_dims,
 )
 from pt2onnx.translate._decomp_extra import TABLE as EXTRA_DECOMPOSITIONS
+from pt2onnx.translate._finish import types_opset
 from pt2onnx.translate._fold import FOLD_LIMIT
 from pt2onnx.translate._fx_meta import CACHE_NAME, is_cache, is_transparent
 from pt2onnx.translate._registry import KEEP_UNFOLDED, REGISTRY, Registry, op_name, translation
@@ -41,6 +42,6 @@ __all__ = [
     "REGISTRY", "Registry", "RuleContext", "Translator", "check_still_dynamic",
     "decomposition_table", "dtype_of", "exportable", "functionalization_error", "is_cache",
     "is_complex", "is_transparent", "onnx_dtype", "op_name", "reason_to_decompose",
-    "symbolic_input_dims", "torch_dtype", "translation", "value_dtype",
+    "symbolic_input_dims", "torch_dtype", "translation", "types_opset", "value_dtype",
 ]
 

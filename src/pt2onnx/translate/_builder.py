@@ -82,6 +82,11 @@ def onnx_dtype(dtype: torch.dtype) -> ir.DataType:
         ) from None
 
 
+def onnx_type_or_none(dtype: Any) -> ir.DataType | None:
+    """The ONNX data type of a torch dtype, or None where there is none (or no dtype)."""
+    return _TORCH_TO_ONNX.get(dtype) if isinstance(dtype, torch.dtype) else None
+
+
 def exportable(dtype: torch.dtype) -> bool:
     """Whether a tensor of ``dtype`` can be a graph input or output (complex as pairs)."""
     return dtype in _TORCH_TO_ONNX or dtype in COMPLEX_PARTS

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import onnx_ir as ir
+import torch
 
 from pt2onnx.errors import TranslationError
 from pt2onnx.translate import _builder
@@ -30,6 +31,26 @@ def ir_version(graph: ir.Graph, opset: int) -> int:
 
     return max(10, int(onnx.helper.find_min_ir_version_for([
         onnx.helper.make_opsetid("", opset)])))
+
+
+def types_opset(program: torch.export.ExportedProgram) -> tuple[int, list[str]]:
+    """The first opset whose schemas take every tensor type of ``program`` (its inputs,
+    weights, constants and each node's result, in every subgraph), and the torch dtypes
+    that need it; ``(0, [])`` where no tensor needs a newer opset than any pt2onnx writes."""
+    need: dict[str, int] = {}
+    for module in program.graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            for leaf in torch.utils._pytree.tree_leaves(node.meta.get("val")):
+                dtype = getattr(leaf, "dtype", None)
+                onnx_type = _builder.onnx_type_or_none(dtype)
+                if onnx_type in _builder.DTYPE_OPSET:
+                    need[str(dtype).removeprefix("torch.")] = _builder.DTYPE_OPSET[onnx_type]
+    if not need:
+        return 0, []
+    top = max(need.values())
+    return top, sorted(name for name, opset in need.items() if opset == top)
 
 
 def unname_tied_dims(graph: ir.Graph, names: set[str]) -> None:
