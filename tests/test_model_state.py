@@ -72,7 +72,23 @@ def test_lazy_linear_positional_is_left_materialized():
     x = torch.randn(2, 3)
     prog = pt2onnx.export(m, (x,))
     assert type(m.lin) is torch.nn.Linear and tuple(m.lin.weight.shape) == (4, 3)
+    assert type(m.lin.weight) is torch.nn.Parameter and m.lin.weight.requires_grad
     _matches(prog, m, (x,))
+
+
+def test_materializing_leaves_the_example_alone():
+    class WritesInput(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.LazyLinear(2)
+
+        def forward(self, x):
+            x.add_(1.0)
+            return self.lin(x)
+
+    x = torch.zeros(1, 3)
+    pt2onnx.export(WritesInput(), (x,))
+    assert not x.any()  # the capture never writes into the example either
 
 
 def test_lazy_linear_with_dynamic_batch():

@@ -42,7 +42,7 @@ __all__ = [
     "CaptureResult", "Unproved", "all_dynamic", "argument_names", "as_module", "bound_inputs",
     "capture", "check_args", "composite", "dynamic_axes_to_shapes", "example_at",
     "is_constraint_violation", "known_values", "lift", "materialize_lazy", "named_dims",
-    "ones_allowed", "preserved_state", "second_size", "settle", "split_trailing_kwargs", "tensor_leaves",
-    "trusted", "user_dim_names", "without_dims",
+    "ones_allowed", "preserved_state", "second_size", "settle", "split_trailing_kwargs",
+    "tensor_leaves", "trusted", "user_dim_names", "without_dims",
 ]
 

@@ -71,14 +71,17 @@ def materialize_lazy(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     """Materializes the model's lazy modules by one eager call on the example, as the
     model's first eager call would (see the comment above); returns a report line, or
     none where there was nothing to materialize. The call runs in eval mode and without
-    gradients, so it changes nothing else (batch norm statistics included); every other
-    change it makes is put back."""
+    gradients on copies of the inputs, so it changes nothing else (batch norm statistics
+    included); every other change it makes is put back."""
     if not isinstance(model, torch.nn.Module):
         return []
     pending = [name or type(model).__name__ for name, m in model.named_modules()
                if _pending_lazy(m)]
     if not pending:
         return []
+    # Copies of the inputs: a forward that writes into one must not change the example.
+    args, kwargs = torch.utils._pytree.tree_map_only(
+        torch.Tensor, lambda t: t.clone(), (args, kwargs))
     try:
         with preserved_state(model), torch.no_grad():
             model.eval()
@@ -95,8 +98,9 @@ def materialize_lazy(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 @contextlib.contextmanager
 def preserved_state(model: Any) -> Iterator[None]:
-    """An export leaves the model as it found it: each module's hooks, attributes,
-    training flag and parameters' ``requires_grad`` are put back. transformers installs output-capturing
+    """An export leaves the model as it found it: each module's hooks, attributes, class,
+    training flag and parameters' ``requires_grad`` are put back (a lazy module the run
+    materialized stays materialized, see above). transformers installs output-capturing
     hooks during a forward; left behind by the captured run, they broke Segformer's next
     eager call."""
     if not isinstance(model, torch.nn.Module):
