@@ -610,3 +610,20 @@ def test_broadcasting_between_four_dynamic_dims_from_size_1_examples(tmp_path):
         return torch.randn(*xs), torch.randn(*ys)
 
     _run_at(path, model, inputs, range(len(pairs)))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 3, 7])
+def test_embedding_bag_indices_after_the_last_offset(mode, padding_idx):
+    """include_last_offset with indices after the last offset (PyTorch's legacy
+    test_embedding_bag; issue 37): eager leaves them out of the last bag's sum without a
+    padding_idx, but divides its mean by the count to the end of indices, and takes them
+    into the bag for max and with a padding_idx. The file was silently wrong there before."""
+    torch.manual_seed(0)
+    model = nn.EmbeddingBag(10, 5, mode=mode, include_last_offset=True, padding_idx=padding_idx)
+    for indices, offsets in [([1, 2, 3, 4, 5, 6, 7], [0, 2, 5, 6]),
+                             ([1, 2, 3, 4, 5, 6, 7], [0, 2, 2, 6]),
+                             ([4, 3, 7], [0, 1, 1])]:
+        args = (torch.tensor(indices), torch.tensor(offsets))
+        prog = pt2onnx.export(model, args)
+        torch.testing.assert_close(torch.from_numpy(prog.run(*args)[0]), model(*args).detach())

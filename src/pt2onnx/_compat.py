@@ -29,6 +29,10 @@ TESTED: dict[str, tuple[str, ...]] = {
 _EXPORT_OPTIONS: dict[str, Any] = (
     {"prefer_deferred_runtime_asserts_over_guards": True} if TORCH_VERSION < (2, 13) else {}
 )
+# Where guards are deferred, a size the graph depends on (a loop count) is no longer
+# reported as a fixed dim: every dynamic capture gets the second-size check there
+# (capture/_second_size.py).
+DEFERRED_GUARDS: bool = bool(_EXPORT_OPTIONS)
 
 
 # torch 2.12's FakeTensor device propagation refuses a meta parameter beside a CPU

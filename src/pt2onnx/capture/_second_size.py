@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from pt2onnx import _compat
 from pt2onnx.capture._size_one import (
     Unproved,
     _describe,
@@ -36,8 +37,11 @@ def needed(refinements: list[str], assumed: list[str]) -> bool:
     relation torch.export suggested (``time = 4*_time``), or with guards it checked
     itself (``_guards_hold.py``). A capture with the spec as declared, or only bounded,
     keeps torch.export's own guards, which report a size the graph depends on (the same
-    loop is a constraint violation there, ``ceil((t//4 - 1)/4) == 8``)."""
-    return bool(assumed) or any("tied to other dims" in n for n in refinements)
+    loop is a constraint violation there, ``ceil((t//4 - 1)/4) == 8``), except on torch
+    releases where pt2onnx defers guards to run-time asserts (2.12): every dynamic
+    capture is checked there."""
+    return (_compat.DEFERRED_GUARDS or bool(assumed)
+            or any("tied to other dims" in n for n in refinements))
 
 
 def _declared_sizes(program: torch.export.ExportedProgram,

@@ -236,6 +236,14 @@ def embedding_bag(g: RuleContext, weight: ir.Value, indices: ir.Value, offsets: 
     valid = g.op.Expand(g.const(True), g.op.Shape(indices))
     if padding_idx is not None and padding_idx >= 0:
         valid = g.op.Not(g.op.Equal(indices, g.const(padding_idx)))
+    counted = g.op.Cast(valid, to=dtype)
+    if include_last_offset and mode != 2 and (padding_idx is None or padding_idx < 0):
+        # Indices after the last offset: eager (without a padding_idx) leaves them out of
+        # the last bag's sum, but its mean still divides by the count up to the end of
+        # indices (the last bag's size is len(indices) - its start). Its max, and every
+        # mode with a padding_idx, take them into the last bag.
+        end = g.op.Gather(g.cast(offsets, ir.DataType.INT64), g.op.Squeeze(bags, g.const([0])))
+        valid = g.op.And(valid, g.op.Less(g.op.Range(g.const(0), n, g.const(1)), end))
     valid_f = g.op.Cast(valid, to=dtype)
     if per_sample_weights is not None:
         rows = g.op.Mul(rows, g.op.Unsqueeze(per_sample_weights, g.const([1])))
@@ -243,7 +251,7 @@ def embedding_bag(g: RuleContext, weight: ir.Value, indices: ir.Value, offsets: 
     out_shape = g.op.Concat(bags, g.int_list([dim]), axis=0)
     zeros = g.op.Expand(g.const(0.0, dtype), out_shape)
     count = g.op.ScatterElements(g.op.Expand(g.const(0.0, dtype), bags), seg,
-                                 valid_f, axis=0, reduction="add")
+                                 counted if mode == 1 else valid_f, axis=0, reduction="add")
     count2 = g.op.Unsqueeze(count, g.const([1]))
     if mode == 2:
         low = g.const(float("-inf"), dtype)
