@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -53,7 +55,6 @@ def export(
     # for a detection model) before raising. pt2onnx reports the error itself and may
     # go on to another capture strategy, so that dump is dropped; anything else
     # written to stderr meanwhile is passed on.
-    import contextlib
     import io
     import sys
 
@@ -67,7 +68,7 @@ def export(
         )
     buffer = io.StringIO()
     try:
-        with contextlib.redirect_stderr(buffer):
+        with contextlib.redirect_stderr(buffer), whole_rnn_ops():
             return torch.export.export(
                 model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
                 **_EXPORT_OPTIONS,
@@ -81,6 +82,71 @@ def export(
         rest = buffer.getvalue()
         if rest.strip():
             sys.stderr.write(rest)
+
+
+def _rnn_shapes(input: torch.Tensor, hx: Any, params: Any, has_biases: bool,
+                num_layers: int, dropout: float, train: bool, bidirectional: bool,
+                batch_first: bool) -> tuple[torch.Tensor, ...]:
+    """What ``aten.lstm.input`` / ``gru.input`` / ``rnn_*.input`` return, without running
+    them: the output [T, B, D * H_out] (a transposed view when batch_first, as eager's
+    strides are) and the final states, shaped like the initial ones."""
+    states = list(hx) if isinstance(hx, (list, tuple)) else [hx]
+    dirs = 2 if bidirectional else 1
+    steps, batch = (input.shape[1], input.shape[0]) if batch_first else input.shape[:2]
+    out = input.new_empty(steps, batch, dirs * states[0].shape[-1])
+    return (out.transpose(0, 1) if batch_first else out,
+            *(h.new_empty(h.shape) for h in states))
+
+
+def _whole_rnn_kernel(original: Any) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        from torch._subclasses.fake_tensor import is_fake
+
+        if isinstance(args[0], torch.Tensor) and is_fake(args[0]):
+            return _rnn_shapes(*args, **kwargs)
+        return original(*args, **kwargs)
+    return kernel
+
+
+@contextlib.contextmanager
+def whole_rnn_ops() -> Iterator[None]:
+    """A context in which torch.export keeps ``aten.lstm.input``, ``gru.input``,
+    ``rnn_tanh.input`` and ``rnn_relu.input`` whole, with symbolic steps and batch.
+
+    torch registers Python kernels for these ops (``torch._decomp.decompositions.
+    lstm_impl`` and its siblings) under the Autograd, CompositeImplicitAutograd and Meta
+    keys, and in its decomposition table.
+    torch.export records the op whole, then computes its output's shape by running that
+    kernel on FakeTensors, which loops over ``input.unbind(0)``: the number of steps is
+    fixed to the example's (and the batch guarded != 1). Here, on FakeTensors, the
+    kernel only makes the outputs' shapes; on real tensors it is torch's, unchanged.
+    The ops' rules (rules/rnn.py) write ONNX LSTM / GRU / RNN, which run at any size.
+    Only the kernels a release registers are wrapped (checked on torch 2.13); where it
+    has none, this changes nothing."""
+    from torch._decomp import decomposition_table
+
+    aten = torch.ops.aten
+    ops = (aten.lstm.input, aten.gru.input, aten.rnn_tanh.input, aten.rnn_relu.input)
+    saved = {op: dict(op.py_kernels) for op in ops}
+    # FakeTensorMode runs the same kernel from torch's decomposition table (a retrace
+    # by run_decompositions reaches the op there).
+    table: dict[Any, Any] = {op: decomposition_table[op] for op in ops
+                             if op in decomposition_table}
+    try:
+        for op in ops:
+            for key, original in saved[op].items():
+                del op.py_kernels[key]
+                op.py_impl(key)(_whole_rnn_kernel(original))
+            op._dispatch_cache.clear()
+        for op, original in table.items():
+            decomposition_table[op] = _whole_rnn_kernel(original)
+        yield
+    finally:
+        decomposition_table.update(table)
+        for op, kernels in saved.items():
+            op.py_kernels.clear()
+            op.py_kernels.update(kernels)
+            op._dispatch_cache.clear()
 
 
 def default_decompositions() -> dict[Any, Any]:
@@ -130,9 +196,8 @@ DECOMPOSE_SIZE_OBLIVIOUSLY = True
 def run_decompositions(
     ep: torch.export.ExportedProgram, table: dict[Any, Any]
 ) -> torch.export.ExportedProgram:
-    import contextlib
-
-    with size_oblivious() if DECOMPOSE_SIZE_OBLIVIOUSLY else contextlib.nullcontext():
+    with size_oblivious() if DECOMPOSE_SIZE_OBLIVIOUSLY else contextlib.nullcontext(), \
+            whole_rnn_ops():
         return ep.run_decompositions(table)
 
 

@@ -18,6 +18,7 @@ from pt2onnx.capture._spec import user_dim_names as user_dim_names
 from pt2onnx.capture._trace import trace
 from pt2onnx.errors import CaptureError, InvalidInputError
 from pt2onnx.frontends import (
+    holds_hidden_rnn,
     packed_rnn_substitutions,
     register_mappings,
     register_output_containers,
@@ -169,9 +170,12 @@ def capture(
         return CaptureResult(model, "given ExportedProgram")
     module = as_module(model)
     notes: list[str] = []
-    # Only a model with an RNN module can pack sequences into one.
+    # Only a model with an RNN module can pack sequences into one. One the model holds
+    # out of modules()' sight (a plain list, a closure) keeps its plain calls: torch.export
+    # sees aten.lstm.input there, which capture keeps whole (_compat.whole_rnn_ops).
     has_rnn = any(isinstance(m, torch.nn.RNNBase) for m in module.modules())
     packed = packed_rnn_substitutions(notes, plain=True) if has_rnn \
+        else packed_rnn_substitutions(notes) if holds_hidden_rnn(module) \
         else contextlib.nullcontext()
     with no_leaked_fake_tensors(module), named_var_kwargs(module, kwargs):
         recorded: CaptureResult | str | None = None

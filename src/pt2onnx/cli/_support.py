@@ -377,7 +377,9 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         "ONNX LSTM / GRU / RNN with `sequence_lens` (a Loop of torch's cell for `proj_size` "
         "and float64); float32 within 5e-7 of eager, float64 within 1e-15 (2-layer bidirectional, hidden 32, 20 steps). What is covered "
         "and what is refused: docs/models.md, \"Packed RNN sequences\". Plain `nn.LSTM` / `nn.GRU` / `nn.RNN` "
-        "calls take the same path. NaN inputs: onnxruntime's CPU LSTM and GRU kernels (1.31, 1.32) give finite "
+        "calls take the same path; one the rewrite cannot see (kept in a plain list, called from a closure) "
+        "reaches torch.export as `aten::lstm.input` / `gru.input` / `rnn_tanh.input` / `rnn_relu.input`, "
+        "which capture keeps whole with dynamic steps and batch, translated to the same ONNX ops. NaN inputs: onnxruntime's CPU LSTM and GRU kernels (1.31, 1.32) give finite "
         "outputs where eager and ONNX's definition give NaN from that step on (its RNN kernel carries the NaN); "
         "a strict xfail in the fuzz corpus (`mismatch_lstm_nan_input_ort.py`) tracks it.",
         "",

@@ -15,6 +15,7 @@ from pt2onnx.frontends._containers import register_mappings, register_output_con
 from pt2onnx.frontends._custom_ops import define as define_custom_op
 from pt2onnx.frontends._nms import define as define_batched_nms
 from pt2onnx.frontends._packed_rnn import define_ops as define_packed_rnn_ops
+from pt2onnx.frontends._packed_rnn import holds_hidden_rnn
 from pt2onnx.frontends._packed_rnn import substitutions as packed_rnn_substitutions
 from pt2onnx.frontends._quantized import needs_rewrite, prepare
 from pt2onnx.frontends._rewrites import CaptureRewrites
@@ -22,7 +23,7 @@ from pt2onnx.frontends._sdpa_symbool import SymBoolCausal
 
 __all__ = [
     "CaptureRewrites", "SymBoolCausal", "as_output_op", "define_batched_nms",
-    "define_custom_op", "define_packed_rnn_ops", "needs_rewrite", "packed_rnn_substitutions",
+    "define_custom_op", "define_packed_rnn_ops", "holds_hidden_rnn", "needs_rewrite", "packed_rnn_substitutions",
     "prepare", "register_mappings", "register_output_containers",
 ]
 

@@ -22,6 +22,8 @@ so the op takes the lengths in any order.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -228,6 +230,48 @@ def _rnn_forward(module: torch.nn.RNNBase, packed: _PaddedPacked, hx: Any) -> An
         module.num_layers, module.bidirectional, module.bias, module.hidden_size, proj)
     result = _PaddedPacked(out, packed.lengths)
     return (result, (h, c)) if module.mode == "LSTM" else (result, h)
+
+
+def holds_hidden_rnn(model: torch.nn.Module) -> bool:
+    """Whether the model holds an ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` that
+    ``model.modules()`` does not list: in a plain list, tuple or dict attribute, or in
+    the closure of a function attribute (``self.f = lambda x: rnn(x)``). Such a module
+    may be given a PackedSequence, whose packed size torch.export cannot capture."""
+    seen: set[int] = set()
+
+    def reaches(value: Any, depth: int) -> bool:
+        if isinstance(value, (torch.Tensor, str, int, float, bool)) or value is None or \
+                id(value) in seen or depth > 4:
+            return False
+        seen.add(id(value))
+        if isinstance(value, torch.nn.RNNBase):
+            return True
+        if isinstance(value, torch.nn.Module):
+            return any(reaches(v, depth + 1) for v in vars(value).values())
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return any(reaches(v, depth + 1) for v in value)
+        if isinstance(value, dict):
+            return any(reaches(v, depth + 1) for v in value.values())
+        if isinstance(value, functools.partial):
+            return reaches(value.func, depth + 1) or any(
+                reaches(v, depth + 1) for v in (*value.args, *value.keywords.values()))
+        if inspect.ismethod(value):
+            return reaches(value.__self__, depth + 1)
+        if inspect.isfunction(value):
+            return any(reaches(_cell_value(c), depth + 1) for c in value.__closure__ or ())
+        return False
+
+    internal = frozenset(vars(torch.nn.Module()))  # parameters, buffers, hooks, ...
+    return any(not isinstance(m, torch.nn.RNNBase) and
+               any(reaches(v, 0) for k, v in vars(m).items() if k not in internal)
+               for m in model.modules())
+
+
+def _cell_value(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # a cell not filled yet
+        return None
 
 
 def _settle_dynamo_rules() -> None:

@@ -90,9 +90,20 @@ def packed_rnn(g: RuleContext, x: ir.Value, lengths: ir.Value, hx: list[ir.Value
                has_biases: bool, hidden_size: int,
                proj_size: int) -> tuple[ir.Value, ir.Value, ir.Value]:
     """pt2onnx::packed_rnn(Tensor input, Tensor lengths, Tensor[] hx, Tensor[] weights, str mode, int num_layers, bool bidirectional, bool has_biases, int hidden_size, int proj_size) -> (Tensor, Tensor, Tensor)"""
+    return _recurrent(g, mode, x, lengths, hx, weights, num_layers, bidirectional,
+                      has_biases, hidden_size, proj_size)
+
+
+def _recurrent(g: RuleContext, mode: str, x: ir.Value, lengths: ir.Value | None,
+               hx: Sequence[ir.Value], weights: list[ir.Value], num_layers: int,
+               bidirectional: bool, has_biases: bool, hidden_size: int,
+               proj_size: int) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """An RNN over a time-major [T, B, F] input: (output, h_n, c_n or an empty tensor).
+
+    ``lengths`` None: every sequence runs all T steps."""
     if g.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
         raise TranslationError(
-            f"packed {mode} in {g.dtype}: pt2onnx exports packed RNNs in float32 and float64. "
+            f"{mode} in {g.dtype}: pt2onnx exports LSTM / GRU / RNN in float32 and float64. "
             "Next step: run the RNN in float32 (model.float()) before exporting.")
     dirs = 2 if bidirectional else 1
     if x.shape is not None and len(x.shape) == 3 and x.shape[1] == 0:
@@ -102,10 +113,14 @@ def packed_rnn(g: RuleContext, x: ir.Value, lengths: ir.Value, hx: list[ir.Value
     if proj_size > 0 or g.dtype == ir.DataType.DOUBLE:
         # No ONNX op has LSTM's projection, and onnxruntime's recurrent ops are
         # float32 only: one Loop per layer and direction.
+        if lengths is None:
+            shape = g.op.Shape(x)
+            lengths = g.op.Expand(g.op.Slice(shape, g.const([0]), g.const([1])),
+                                  g.op.Slice(shape, g.const([1]), g.const([2])))
         out, h_n, c_loop = loop_rnn(g, mode, x, lengths, h0, c0, weights, num_layers, dirs,
                                     has_biases, hidden_size, proj_size)
         return out, h_n, c_loop if c_loop is not None else _empty(g)
-    seq_lens = g.cast(lengths, ir.DataType.INT32)
+    seq_lens = g.cast(lengths, ir.DataType.INT32) if lengths is not None else None
     per = 4 if has_biases else 2
     onnx_op, gates, order = _MODES[mode]
     finals_h, finals_c = [], []
@@ -162,3 +177,72 @@ def _empty_batch(g: RuleContext, x: ir.Value, mode: str, num_layers: int, dirs: 
 def _empty(g: RuleContext) -> ir.Value:
     """The op's third output for GRU and RNN: an empty tensor."""
     return g.op.ConstantOfShape(g.const([0]), value=ir.tensor([0.0], dtype=g.dtype))
+
+
+def _aten_rnn(g: RuleContext, mode: str, x: ir.Value, hx: Sequence[ir.Value],
+              params: list[ir.Value], has_biases: bool, num_layers: int, dropout: float,
+              train: bool, bidirectional: bool,
+              batch_first: bool) -> tuple[ir.Value, ...]:
+    """torch's whole-sequence RNN op (every sequence runs all steps) as ONNX LSTM / GRU /
+    RNN: capture keeps it whole with symbolic steps and batch (``_compat.whole_rnn_ops``),
+    so the file runs at any number of steps."""
+    if train and dropout > 0 and num_layers > 1:
+        raise TranslationError(
+            f"{mode} with dropout={dropout} runs in training mode: its dropout draws random "
+            "masks, which an exported graph cannot reproduce. Next step: call .eval() on "
+            "the RNN module (one kept in a list or a closure is not reached by model.eval()).")
+    dirs = 2 if bidirectional else 1
+    per = len(params) // (num_layers * dirs)
+    gates = _MODES[mode][1]
+    w_hh = params[1].shape
+    dims = [d for d in w_hh if isinstance(d, int)] if w_hh is not None else []
+    if len(dims) != 2:
+        raise TranslationError(
+            f"{mode}: the recurrent weight's shape is unknown, so its hidden size is. "
+            "Next step: pass the RNN's weights as parameters or constants.")
+    hidden = dims[0] // gates
+    # (w_ih, w_hh[, b_ih, b_hh][, w_hr]) per layer and direction: 3 or 5 with w_hr.
+    proj = dims[1] if per in (3, 5) else 0
+    if batch_first:
+        x = g.op.Transpose(x, perm=[1, 0, 2])
+    out, h_n, c_n = _recurrent(g, mode, x, None, hx, params, num_layers, bidirectional,
+                               has_biases, hidden, proj)
+    if batch_first:
+        out = g.op.Transpose(out, perm=[1, 0, 2])
+    return (out, h_n, c_n) if mode == "LSTM" else (out, h_n)
+
+
+@translation(torch.ops.aten.lstm.input)
+def lstm(g: RuleContext, x: ir.Value, hx: list[ir.Value], params: list[ir.Value],
+         has_biases: bool, num_layers: int, dropout: float, train: bool, bidirectional: bool,
+         batch_first: bool) -> tuple[ir.Value, ...]:
+    """lstm.input(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)"""
+    return _aten_rnn(g, "LSTM", x, hx, params, has_biases, num_layers, dropout, train,
+                     bidirectional, batch_first)
+
+
+@translation(torch.ops.aten.gru.input)
+def gru(g: RuleContext, x: ir.Value, hx: ir.Value, params: list[ir.Value], has_biases: bool,
+        num_layers: int, dropout: float, train: bool, bidirectional: bool,
+        batch_first: bool) -> tuple[ir.Value, ...]:
+    """gru.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)"""
+    return _aten_rnn(g, "GRU", x, [hx], params, has_biases, num_layers, dropout, train,
+                     bidirectional, batch_first)
+
+
+@translation(torch.ops.aten.rnn_tanh.input)
+def rnn_tanh(g: RuleContext, x: ir.Value, hx: ir.Value, params: list[ir.Value],
+             has_biases: bool, num_layers: int, dropout: float, train: bool,
+             bidirectional: bool, batch_first: bool) -> tuple[ir.Value, ...]:
+    """rnn_tanh.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)"""
+    return _aten_rnn(g, "RNN_TANH", x, [hx], params, has_biases, num_layers, dropout, train,
+                     bidirectional, batch_first)
+
+
+@translation(torch.ops.aten.rnn_relu.input)
+def rnn_relu(g: RuleContext, x: ir.Value, hx: ir.Value, params: list[ir.Value],
+             has_biases: bool, num_layers: int, dropout: float, train: bool,
+             bidirectional: bool, batch_first: bool) -> tuple[ir.Value, ...]:
+    """rnn_relu.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)"""
+    return _aten_rnn(g, "RNN_RELU", x, [hx], params, has_biases, num_layers, dropout, train,
+                     bidirectional, batch_first)

@@ -61,6 +61,11 @@ KEEP: tuple[Any, ...] = (
     aten.celu.default,
     aten.selu.default,
     aten.elu.default,
+    # ONNX LSTM / GRU / RNN, at any number of steps; torch's decompositions unroll them.
+    aten.lstm.input,
+    aten.gru.input,
+    aten.rnn_tanh.input,
+    aten.rnn_relu.input,
 )
 
 
@@ -70,7 +75,8 @@ def decomposition_table(keep: tuple[Any, ...] = KEEP) -> dict[Any, Any]:
     for op in keep:
         table.pop(op, None)
     for op in _decomp_extra.PREFERRED:
-        table[op] = _decomp_extra.TABLE[op]
+        if op not in keep:
+            table[op] = _decomp_extra.TABLE[op]
     return table
 
 
