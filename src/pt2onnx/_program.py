@@ -158,7 +158,7 @@ class OnnxProgram:
         arrays = []
         for t in tensors:
             if self._triples is not None and t.is_quantized:
-                arrays += [t.int_repr().numpy(), np.array(t.q_scale(), np.float32),
+                arrays += [t.int_repr().numpy(), np.array(t.q_scale(), np.float64),
                            np.array(t.q_zero_point(), np.int64)]
             else:
                 arrays.append(to_numpy(t))

@@ -6,7 +6,7 @@ TorchScript exporter took and gave each one as three values instead (``int_repr(
 ``export(..., quantized_io="triple")`` the written file does the same:
 
 - a quantized input becomes three inputs, ``<name>`` (uint8 for quint8, int8 for qint8),
-  ``<name>_scale`` (float32, 0-d) and ``<name>_zero_point`` (int64, 0-d), dequantized in
+  ``<name>_scale`` (float64, 0-d, as the TorchScript exporter wrote it) and ``<name>_zero_point`` (int64, 0-d), dequantized in
   the graph as ``(x - zero_point) * scale``;
 - a quantized output becomes three outputs: its QuantizeLinear with the output's own
   scale and zero point (those eager returned on the example), then the scale and the
@@ -59,7 +59,9 @@ def apply(model: ir.Model, inputs: list[QuantizedLeaf | None],
         onnx_int, _ = _INT[leaf.dtype]
         name = value.name or "input"
         ints = ir.Value(name=name, type=ir.TensorType(onnx_int), shape=value.shape)
-        scale = ir.Value(name=f"{name}_scale", type=ir.TensorType(ir.DataType.FLOAT),
+        # The scale is a double, as the TorchScript exporter wrote it (its users feed
+        # q_scale(), a Python float): cast to float32 inside the graph.
+        scale = ir.Value(name=f"{name}_scale", type=ir.TensorType(ir.DataType.DOUBLE),
                          shape=ir.Shape([]))
         zero = ir.Value(name=f"{name}_zero_point", type=ir.TensorType(ir.DataType.INT64),
                         shape=ir.Shape([]))
@@ -68,8 +70,9 @@ def apply(model: ir.Model, inputs: list[QuantizedLeaf | None],
         as_float = ir.Node("", "Cast", [ints], attributes=[ir.AttrInt64("to", 1)])
         zero_float = ir.Node("", "Cast", [zero], attributes=[ir.AttrInt64("to", 1)])
         shifted = ir.Node("", "Sub", [as_float.outputs[0], zero_float.outputs[0]])
-        scaled = ir.Node("", "Mul", [shifted.outputs[0], scale])
-        front += [as_float, zero_float, shifted, scaled]
+        scale_float = ir.Node("", "Cast", [scale], attributes=[ir.AttrInt64("to", 1)])
+        scaled = ir.Node("", "Mul", [shifted.outputs[0], scale_float.outputs[0]])
+        front += [as_float, zero_float, shifted, scale_float, scaled]
         value.replace_all_uses_with(scaled.outputs[0])
         scaled.outputs[0].name, scaled.outputs[0].shape = value.name, value.shape
         scaled.outputs[0].type = ir.TensorType(ir.DataType.FLOAT)
@@ -88,11 +91,12 @@ def apply(model: ir.Model, inputs: list[QuantizedLeaf | None],
         _, np_int = _INT[leaf.dtype]
         name = value.name or "output"
         value.name = f"{name}_dequantized"
-        scale = _scalar(graph, f"{name}_scale", np.array(leaf.scale, np.float32))
+        scale = _scalar(graph, f"{name}_scale", np.array(leaf.scale, np.float64))
+        scale_float = _scalar(graph, f"{name}_scale_float", np.array(leaf.scale, np.float32))
         zero = _scalar(graph, f"{name}_zero_point", np.array(leaf.zero_point, np.int64))
         zero_int = _scalar(graph, f"{name}_zero_point_{leaf.dtype}",
                            np.array(leaf.zero_point, np_int))
-        quantize = ir.Node("", "QuantizeLinear", [value, scale, zero_int])
+        quantize = ir.Node("", "QuantizeLinear", [value, scale_float, zero_int])
         graph.append(quantize)
         quantize.outputs[0].name, quantize.outputs[0].shape = name, value.shape
         quantize.outputs[0].type = ir.TensorType(_INT[leaf.dtype][0])
