@@ -92,11 +92,11 @@ def apply(model: ir.Model, inputs: list[QuantizedLeaf | None],
         name = value.name or "output"
         value.name = f"{name}_dequantized"
         scale = _scalar(graph, f"{name}_scale", np.array(leaf.scale, np.float64))
-        scale_float = _scalar(graph, f"{name}_scale_float", np.array(leaf.scale, np.float32))
+        float_scale = _scalar(graph, f"{name}_scale_float", np.array(leaf.scale, np.float32))
         zero = _scalar(graph, f"{name}_zero_point", np.array(leaf.zero_point, np.int64))
         zero_int = _scalar(graph, f"{name}_zero_point_{leaf.dtype}",
                            np.array(leaf.zero_point, np_int))
-        quantize = ir.Node("", "QuantizeLinear", [value, scale_float, zero_int])
+        quantize = ir.Node("", "QuantizeLinear", [value, float_scale, zero_int])
         graph.append(quantize)
         quantize.outputs[0].name, quantize.outputs[0].shape = name, value.shape
         quantize.outputs[0].type = ir.TensorType(_INT[leaf.dtype][0])
