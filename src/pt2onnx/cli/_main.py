@@ -235,7 +235,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pt2onnx._version import __version__
+    from pt2onnx import __version__
 
     parser = argparse.ArgumentParser(prog="pt2onnx", description="Export PyTorch models to ONNX.")
     parser.add_argument("--version", action="version", version=f"pt2onnx {__version__}")

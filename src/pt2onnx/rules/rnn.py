@@ -13,7 +13,7 @@ ONNX op: it becomes a Loop over time steps (see ``_projected_lstm``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import onnx_ir as ir
 import torch
@@ -221,28 +221,19 @@ def lstm(g: RuleContext, x: ir.Value, hx: list[ir.Value], params: list[ir.Value]
                      bidirectional, batch_first)
 
 
-@translation(torch.ops.aten.gru.input)
-def gru(g: RuleContext, x: ir.Value, hx: ir.Value, params: list[ir.Value], has_biases: bool,
-        num_layers: int, dropout: float, train: bool, bidirectional: bool,
-        batch_first: bool) -> tuple[ir.Value, ...]:
-    """gru.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)"""
-    return _aten_rnn(g, "GRU", x, [hx], params, has_biases, num_layers, dropout, train,
-                     bidirectional, batch_first)
-
-
-@translation(torch.ops.aten.rnn_tanh.input)
-def rnn_tanh(g: RuleContext, x: ir.Value, hx: ir.Value, params: list[ir.Value],
+def _one_state(op: str, mode: str) -> Callable[..., tuple[ir.Value, ...]]:
+    """The rule for gru / rnn_tanh / rnn_relu: one schema, a single hidden state."""
+    def rule(g: RuleContext, x: ir.Value, hx: ir.Value, params: list[ir.Value],
              has_biases: bool, num_layers: int, dropout: float, train: bool,
              bidirectional: bool, batch_first: bool) -> tuple[ir.Value, ...]:
-    """rnn_tanh.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)"""
-    return _aten_rnn(g, "RNN_TANH", x, [hx], params, has_biases, num_layers, dropout, train,
-                     bidirectional, batch_first)
+        return _aten_rnn(g, mode, x, [hx], params, has_biases, num_layers, dropout, train,
+                         bidirectional, batch_first)
+
+    rule.__doc__ = (f"{op}.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, "
+                    "int num_layers, float dropout, bool train, bool bidirectional, "
+                    "bool batch_first) -> (Tensor, Tensor)")
+    return rule
 
 
-@translation(torch.ops.aten.rnn_relu.input)
-def rnn_relu(g: RuleContext, x: ir.Value, hx: ir.Value, params: list[ir.Value],
-             has_biases: bool, num_layers: int, dropout: float, train: bool,
-             bidirectional: bool, batch_first: bool) -> tuple[ir.Value, ...]:
-    """rnn_relu.input(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor)"""
-    return _aten_rnn(g, "RNN_RELU", x, [hx], params, has_biases, num_layers, dropout, train,
-                     bidirectional, batch_first)
+for _op, _mode in (("gru", "GRU"), ("rnn_tanh", "RNN_TANH"), ("rnn_relu", "RNN_RELU")):
+    translation(getattr(torch.ops.aten, _op).input)(_one_state(_op, _mode))
