@@ -272,3 +272,27 @@ def test_cli_batch_one_with_dynamic_batch(tmp_path):
     assert "verified at: the example inputs (batch=1); batch=2" in proc.stdout
     prog_inputs = onnx.load(str(tmp_path / "cnn.onnx")).graph.input
     assert prog_inputs[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+
+
+
+class _VarArgsMul(nn.Module):
+    """``forward(self, *args)``: the wrapper users write around a model for torch.onnx."""
+
+    def forward(self, *args):  # type: ignore[no-untyped-def]
+        return args[0] * args[1]
+
+
+def test_var_positional_wrapper_grows_a_batch_one_example():
+    """dynamic_axes by input names on a ``forward(*args)`` wrapper (issue 37: diffusers'
+    SD3 transformer so wrapped was refused, "batch is fixed to 1 by the model", where
+    the same wrapper with named parameters exported). The axes under ``args`` are
+    declared dims too, so size-1 examples are grown before the capture: here two
+    dynamic dims broadcast, either of which may be 1."""
+    names = ["x", "y"]
+    axes = {"x": {0: "a", 1: "b"}, "y": {0: "c", 1: "d"}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(_VarArgsMul(), (torch.randn(1, 4), torch.randn(3, 1)),
+                              input_names=names, dynamic_axes=axes)
+    _check(prog, [((torch.randn(*x), torch.randn(*y)), {}) for x, y in [
+        ((1, 4), (3, 1)), ((2, 4), (2, 4)), ((5, 1), (1, 6)), ((1, 1), (3, 3))]])

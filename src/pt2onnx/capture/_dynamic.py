@@ -270,6 +270,10 @@ def declared_axes(inputs: dict[str, Any], spec: Any) -> list[DeclaredAxis]:
     for arg, s in spec.items():
         if arg in inputs:
             walk(inputs[arg], s)
+        elif isinstance(s, (list, tuple)) and f"{arg}_0" in inputs:
+            # forward(self, *args): torch.export's spec keeps one tuple under ``args``,
+            # bound_inputs names its items args_0, args_1...
+            walk([inputs.get(f"{arg}_{i}") for i in range(len(s))], s)
     return found
 
 
