@@ -117,3 +117,39 @@ def test_materializing_changes_nothing_else():
     assert m.training and m[1].training
     assert int(m[1].num_batches_tracked) == 0
     torch.testing.assert_close(m[1].running_mean, torch.zeros(4))
+
+
+class _ShapeKeyedCache(torch.nn.Module):
+    """YOLO's Detect head in small: a cache refilled when the input shape changes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shape: torch.Size | None = None
+        self.anchors = torch.empty(0)
+
+    def forward(self, x):
+        if self.shape != x.shape:
+            h, w = x.shape[2:]
+            grid = torch.arange(h * w, dtype=x.dtype)
+            self.anchors = torch.stack([grid % w, grid // w])
+            self.shape = x.shape
+        return x.flatten(2)[:, :2] * self.anchors + self.anchors.sum()
+
+
+def test_state_left_at_another_size_is_refilled_at_the_example():
+    """The model's last eager call was at batch 3, the export's example is batch 1 with
+    a dynamic batch (issue 37: YOLO11n seg, pose and obb were refused, "torch.export
+    rejected the dynamic shapes", the guard ``batch != 3``). One eager call at the
+    example refills the cache, the capture traces the refill, and the file is right at
+    every batch; the export still leaves the model's cache as it found it."""
+    model = _ShapeKeyedCache()
+    model(torch.randn(3, 2, 4, 5))
+    stale_shape, stale_anchors = model.shape, model.anchors
+    prog = pt2onnx.export(model, (torch.randn(1, 2, 4, 5),),
+                          dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    assert model.shape is stale_shape and model.anchors is stale_anchors
+    assert any("refilled" in w for w in prog.report.warnings + [prog.report.capture_strategy])
+    for batch in (1, 2, 3, 5):
+        x = torch.randn(batch, 2, 4, 5)
+        expected = _ShapeKeyedCache()(x)
+        np.testing.assert_allclose(prog.run(x)[0], expected.numpy(), rtol=1e-5, atol=1e-5)

@@ -11,7 +11,7 @@ import torch
 
 from pt2onnx import _compat
 from pt2onnx.capture import _below_minimum, _dynamic, _refine, _second_size, _size_one
-from pt2onnx.capture._model_state import no_leaked_fake_tensors
+from pt2onnx.capture._model_state import no_leaked_fake_tensors, refill_state
 from pt2onnx.capture._model_state import preserved_state as preserved_state
 from pt2onnx.capture._spec import _complete_dynamic_shapes
 from pt2onnx.capture._spec import user_dim_names as user_dim_names
@@ -185,7 +185,24 @@ def capture(
         if isinstance(recorded, CaptureResult):
             return recorded
         with packed:
-            result = _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
+            try:
+                result = _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
+            except CaptureError as exc:
+                # State keyed by the input shape, left at another size by an earlier
+                # eager call, can be what fixes a declared dim: one eager call at the
+                # example refills it (refill_state), then the capture runs again.
+                refilled = refill_state(module, args, kwargs) if dynamic_shapes else []
+                if not refilled:
+                    raise
+                try:
+                    result = _capture_module(module, args, kwargs, dynamic_shapes,
+                                             decompositions)
+                except CaptureError:
+                    raise exc from None
+                shown = ", ".join(refilled[:4]) + (", ..." if len(refilled) > 4 else "")
+                notes.append(f"the model's state keyed by its input ({shown}) was left at "
+                             "another size by an earlier eager call; one eager call at the "
+                             "example refilled it before the capture")
         if recorded is not None:
             result.fallbacks.insert(0, recorded)
     if notes:  # pack -> RNN -> unpack became pt2onnx::packed_rnn

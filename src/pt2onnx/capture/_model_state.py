@@ -174,3 +174,37 @@ def no_leaked_fake_tensors(module: Any, everything: bool = False,
                     m.__dict__[key] = saved[key]
                 else:
                     del m.__dict__[key]
+
+
+def refill_state(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+    """One eager call on the example, without gradients, whose writes to the model stay
+    (the export's ``preserved_state`` puts them back when it ends); returns the
+    attributes it changed, ``module.attr`` each, or none.
+
+    A cache keyed by the input shape (YOLO's Detect head: ``if self.shape != shape:``
+    refill ``self.anchors``) left by an eager call at another size makes torch.export
+    compare a dynamic size with that stale one (``batch != 3``), a guard no declared
+    range holds. Refilled at the example's shape, the cache is compared with the
+    example, which a capture at a grown example reads as a change (so it traces the
+    refill, the general path)."""
+    if not isinstance(model, torch.nn.Module):
+        return []
+    skip = ("_parameters", "_buffers", "_modules", *_HOOK_DICTS)
+    before = [(name, m, dict(m.__dict__), dict(m._buffers)) for name, m in model.named_modules()]
+    args, kwargs = torch.utils._pytree.tree_map_only(
+        torch.Tensor, lambda t: t.clone(), (args, kwargs))
+    try:
+        with torch.no_grad():
+            model(*args, **kwargs)
+    except Exception:  # the capture's own error is the one to show
+        return []
+    changed = []
+    for name, m, saved, buffers in before:
+        for key, value in [*m.__dict__.items(), *m._buffers.items()]:
+            if key in skip or key.startswith("__"):
+                continue
+            old = saved.get(key, buffers.get(key))
+            if old is not value and not (isinstance(value, (int, float, str, tuple))
+                                         and type(old) is type(value) and old == value):
+                changed.append(f"{name}.{key}" if name else key)
+    return sorted(set(changed))
