@@ -18,7 +18,7 @@ def _fake_spawn(crash_at: int | None, exporters: list[str]) -> Any:
     process with SIGSEGV after its start record, as an onnxruntime crash does."""
 
     def spawn(seed: int, start: int, end: int, exps: list[str], every: int,
-              workdir: str) -> campaign._Child:
+              workdir: str, version: int = 2) -> campaign._Child:
         path = f"{workdir}/records-{seed}-{start}.jsonl"
         script = textwrap.dedent(f"""
             import json, os, signal, sys

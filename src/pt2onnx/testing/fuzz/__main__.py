@@ -11,6 +11,7 @@ from collections import Counter
 
 from pt2onnx.testing.fuzz import CLASSES, check, generate, program_seed
 from pt2onnx.testing.fuzz.campaign import exporters_for
+from pt2onnx.testing.fuzz.generator import VERSION
 from pt2onnx.testing.fuzz.oracle import EXPORTERS
 
 
@@ -40,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=50, help="programs per child process")
     ap.add_argument("--log", metavar="FILE",
                     help="with --jobs: append every failure's record to FILE (JSON lines)")
+    ap.add_argument("--generator", type=int, default=VERSION, choices=(1, 2), metavar="V",
+                    help=f"generator version (default {VERSION}): 1 draws the programs of "
+                         "the campaigns up to seed 2613; 2 also appends Python arithmetic "
+                         "on sizes and caches keyed by shape to some of them")
     ap.add_argument("--records", action="store_true", help=argparse.SUPPRESS)
     ns = ap.parse_args(argv)
     exporters = [e.strip() for e in ns.exporter.split(",")]
@@ -49,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     if ns.records:  # a campaign's child process
         from pt2onnx.testing.fuzz.campaign import run_records
 
-        run_records(ns.seed, ns.start, ns.count, exporters, ns.compare_every, sys.stdout)
+        run_records(ns.seed, ns.start, ns.count, exporters, ns.compare_every, sys.stdout,
+                    ns.generator)
         return 0
     if ns.jobs > 0:
         return _campaign(ns, exporters)
@@ -59,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     untyped: Counter[str] = Counter()
     ops: set[str] = set()
     for i in range(ns.start, ns.start + ns.count):
-        program = generate(program_seed(ns.seed, i))
+        program = generate(program_seed(ns.seed, i), version=ns.generator)
         if ns.show:
             print(program.source())
         for exporter in exporters_for(i, exporters, ns.compare_every):
@@ -115,7 +121,8 @@ def _campaign(ns: argparse.Namespace, exporters: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="pt2onnx-fuzz-") as workdir:
         summary = run_campaign(ns.seed, ns.start, ns.count, exporters, jobs=ns.jobs,
                                compare_every=ns.compare_every, chunk=ns.chunk,
-                               workdir=workdir, report=report, progress=ns.progress)
+                               workdir=workdir, report=report, progress=ns.progress,
+                               version=ns.generator)
     if ns.save_corpus:
         from pt2onnx.testing.fuzz.minimize import minimize, save
 
@@ -124,7 +131,8 @@ def _campaign(ns: argparse.Namespace, exporters: list[str]) -> int:
             if rec["cls"] not in ("checker", "runtime", "mismatch") or \
                     detail.startswith(("crashed", "not run")):
                 continue  # a crash is reproduced by its seed, not minimized in-process
-            program = generate(program_seed(ns.seed, int(str(rec["i"]))))
+            program = generate(program_seed(ns.seed, int(str(rec["i"]))),
+                               version=ns.generator)
             exporter = str(rec["exporter"])
             small = minimize(program, exporter, str(rec["cls"]))
             path = save(small, check(small, exporter), exporter, ns.save_corpus)
@@ -142,6 +150,7 @@ def _summary(ns: argparse.Namespace, programs: int, exporters: list[str],
     main_exporter = exporters[0]
     summary: dict[str, object] = {
         "programs": programs, "seed": ns.seed, "start": ns.start, "exporter": main_exporter,
+        "generator": ns.generator,
         "ops_covered": len(ops), **{c: counts[main_exporter][c] for c in CLASSES},
         "export_error_untyped": untyped[main_exporter],
         "seconds": round(time.perf_counter() - start, 2)}

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from pt2onnx.testing.fuzz.generator import VERSION
 from pt2onnx.testing.fuzz.oracle import CLASSES
 
 START_MARK = "start"
@@ -51,7 +52,7 @@ def exporters_for(index: int, exporters: list[str], compare_every: int) -> list[
 
 
 def run_records(seed: int, start: int, count: int, exporters: list[str],
-                compare_every: int, out: IO[str]) -> None:
+                compare_every: int, out: IO[str], version: int = VERSION) -> None:
     """The child's side: one JSON line before (``start``) and after each check."""
     import warnings
 
@@ -59,7 +60,7 @@ def run_records(seed: int, start: int, count: int, exporters: list[str],
 
     warnings.filterwarnings("ignore")
     for i in range(start, start + count):
-        program = generate(program_seed(seed, i))
+        program = generate(program_seed(seed, i), version=version)
         for exporter in exporters_for(i, exporters, compare_every):
             out.write(json.dumps({"i": i, "exporter": exporter, "cls": START_MARK}) + "\n")
             out.flush()
@@ -81,12 +82,13 @@ class _Child:
 
 
 def _spawn(seed: int, start: int, end: int, exporters: list[str], compare_every: int,
-           workdir: str) -> _Child:
+           workdir: str, version: int = VERSION) -> _Child:
     path = os.path.join(workdir, f"records-{seed}-{start}.jsonl")
     log = open(path, "w")  # closed when the child ends
     cmd = [sys.executable, "-m", "pt2onnx.testing.fuzz", "--records", "--seed", str(seed),
            "--start", str(start), "--count", str(end - start),
-           "--exporter", ",".join(exporters), "--compare-every", str(compare_every)]
+           "--exporter", ",".join(exporters), "--compare-every", str(compare_every),
+           "--generator", str(version)]
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.DEVNULL, text=True, env=env)
@@ -104,7 +106,7 @@ def _signal_name(rc: int) -> str:
 
 def run_campaign(seed: int, start: int, count: int, exporters: list[str], *,
                  jobs: int, compare_every: int, chunk: int, workdir: str,
-                 report: Any, progress: int = 0) -> dict[str, Any]:
+                 report: Any, progress: int = 0, version: int = VERSION) -> dict[str, Any]:
     """Runs programs ``start .. start+count`` of campaign ``seed`` in child processes.
 
     ``report(rec)`` is called with every finished record (in no set order).
@@ -136,7 +138,7 @@ def run_campaign(seed: int, start: int, count: int, exporters: list[str], *,
     while pending or running:
         while pending and len(running) < jobs:
             a, b = pending.pop()
-            running.append(_spawn(seed, a, b, exporters, compare_every, workdir))
+            running.append(_spawn(seed, a, b, exporters, compare_every, workdir, version))
         time.sleep(0.2)
         for child in list(running):
             rc = child.proc.poll()
@@ -182,7 +184,8 @@ def run_campaign(seed: int, start: int, count: int, exporters: list[str], *,
             next_progress += progress
             print("progress " + json.dumps(summary(seed, start, done, exporters, tallies,
                                                    paired, ops, began)), flush=True)
-    return summary(seed, start, count, exporters, tallies, paired, ops, began)
+    out = summary(seed, start, count, exporters, tallies, paired, ops, began)
+    return {**out, "generator": version}
 
 
 def summary(seed: int, start: int, programs: int, exporters: list[str],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from pt2onnx.testing.fuzz import generator, ops, ops_layers, ops_update
+from pt2onnx.testing.fuzz import generator, ops, ops_layers, ops_sizes, ops_update
 from pt2onnx.testing.fuzz.generator import Builder
 
 
@@ -18,4 +18,4 @@ def draw(rng: random.Random) -> Callable[[Builder], None]:
     return rng.choices(fns, [w for _, w in weights])[0]
 
 
-generator.register_draw(draw)
+generator.register_draw(draw, ops_sizes.grow)

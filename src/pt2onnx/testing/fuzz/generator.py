@@ -12,6 +12,7 @@ tracked per value.
 
 from __future__ import annotations
 
+import math
 import random
 import types
 from collections.abc import Callable, Sequence
@@ -64,13 +65,29 @@ class Rejected(Exception):
     pass
 
 
+class _State(types.SimpleNamespace):
+    """``self`` of the statements on meta values: attributes, and buffers registered
+    as ``nn.Module`` does (the state a cache keyed by shape keeps)."""
+
+    def register_buffer(self, name: str, value: Any, persistent: bool = True) -> None:
+        setattr(self, name, value)
+
+
 # What to draw next: set by pt2onnx.testing.fuzz.draws (the op tables register here).
 _DRAW: Callable[[random.Random], Callable[[Builder], None]] | None = None
+# What version 2 appends to a drawn program (ops_sizes.grow), also registered there.
+_GROW: Callable[[Builder, Program], Program] | None = None
+# The generator's versions. 1: the programs of the campaigns up to seed 2613. 2: the
+# same programs, some of them followed by Python arithmetic on sizes and a cache keyed
+# by shape (ops_sizes.py), drawn from a stream of their own.
+VERSION = 2
 
 
-def register_draw(draw: Callable[[random.Random], Callable[[Builder], None]]) -> None:
-    global _DRAW
+def register_draw(draw: Callable[[random.Random], Callable[[Builder], None]],
+                  grow: Callable[[Builder, Program], Program] | None = None) -> None:
+    global _DRAW, _GROW
     _DRAW = draw
+    _GROW = grow
 
 
 class Builder:
@@ -94,7 +111,14 @@ class Builder:
 
     @staticmethod
     def _env() -> dict[str, Any]:
-        return {"torch": torch, "F": F, "self": types.SimpleNamespace()}
+        return {"torch": torch, "F": F, "math": math, "self": _State()}
+
+    def init_state(self, lines: Sequence[str]) -> None:
+        """Runs lines of ``__init__`` (``self.k = torch.empty(0)``) on every env."""
+        for env in self.envs:
+            with torch.device("meta"):
+                for line in lines:
+                    exec(line, {"torch": torch, "self": env["self"]})
 
     # -- names and leaves ------------------------------------------------------------
     def fresh(self, prefix: str) -> str:
@@ -131,15 +155,21 @@ class Builder:
     # -- statements -------------------------------------------------------------------
     def add(self, code: str, label: str, uses: Sequence[str], out: str | None = None,
             leaves: Sequence[Leaf] = (), view_of: str | None = None,
-            writable: bool = True) -> Var | None:
+            writable: bool = True, free: bool = False) -> Var | None:
         """Evaluates the statement on meta values at every size; keeps it when torch
-        accepts it everywhere and its output shape is affine in B."""
+        accepts it everywhere and its output shape is affine in B.
+
+        ``free``: a statement whose sizes are Python arithmetic on sizes, or that keeps
+        state keyed by shape (ops_sizes.py). It is kept whatever guards torch.export
+        would add (eager runs at every size: a guard is the capture's, not the
+        model's), and its output may have any shape; one that is not affine in B is
+        not a value later statements pick."""
         shapes: list[tuple[int, ...]] = []
         dtype = None
         try:
             for b, env in zip(self.points, self.envs):
                 scope = dict(env)
-                scope["self"] = types.SimpleNamespace(**vars(env["self"]))
+                scope["self"] = _State(**vars(env["self"]))
                 for leaf in leaves:
                     target = vars(scope["self"]) if leaf.name[0] in "pbm" else scope
                     target[leaf.name] = self._meta(leaf, b)
@@ -158,12 +188,12 @@ class Builder:
         except Exception:
             return None
         shape = self._affine(shapes) if out is not None else ()
-        if shape is None:
+        if shape is None and not free:
             return None
         stmt = Stmt(code, out, tuple(uses) + tuple(x.name for x in leaves), label,
                     view_of is not None)
-        if self.symbolic is not None and not self.symbolic.keeps_range(code, leaves) and (
-                not self._export_keeps_range(stmt, leaves)):
+        if self.symbolic is not None and not free and not self.symbolic.keeps_range(
+                code, leaves) and not self._export_keeps_range(stmt, leaves):
             return None
         # Commit: the new leaves, the statement, and its output on every env.
         for leaf in leaves:
@@ -177,7 +207,7 @@ class Builder:
                 target = vars(env["self"]) if leaf.name[0] in "pbm" else env
                 target[leaf.name] = self._meta(leaf, b)
         self.stmts.append(stmt)
-        if self.symbolic is not None:
+        if self.symbolic is not None and not free:
             self.symbolic.commit(code, leaves)
         if out is None:
             return None
@@ -189,6 +219,8 @@ class Builder:
             self.vars[u].half for u in uses if u in self.vars)
         half = half or any(x.dtype == torch.float16 for x in leaves)
         assert dtype is not None
+        if shape is None:  # a free statement's output whose shape is not affine in B
+            return Var(out, (), dtype, out, False, half)
         if view_of is not None:
             src = self.vars[view_of]
             var = Var(out, shape, dtype, src.base, src.writable and writable, half)
@@ -427,6 +459,8 @@ def check_eager(program: Program) -> str | None:
         sizes = program.b if program.b else (5,)
         for b, c in run_points(ns, list(sizes)):
             module = ns["Program"]()
+            if ns.get("WARMUP") is not None:  # the stale state the export will see
+                module(*make_inputs(ns, ns["WARMUP"]))
             args = make_inputs(ns, b, c)
             out = module(*args)
             for t in out:
@@ -503,14 +537,19 @@ def with_second_dim(program: Program) -> Program:
     return grown if check_eager(grown) is None else program
 
 
-def generate(seed: int, dynamic: bool | None = None, max_ops: int = 30) -> Program:
+def generate(seed: int, dynamic: bool | None = None, max_ops: int = 30,
+             version: int = VERSION) -> Program:
     """The program of ``seed``: built by construction, then checked once in eager (a
-    program eager refuses is drawn again from a derived seed, at most 20 times)."""
+    program eager refuses is drawn again from a derived seed, at most 20 times).
+    ``version`` 1 gives the programs of the campaigns before generator version 2."""
+    if version not in (1, 2):
+        raise ValueError(f"no generator version {version}: 1 or 2")
     last = ""
     for attempt in range(20):
         sub = seed if attempt == 0 else seed * 7919 + attempt
         try:
-            program = Builder(sub, dynamic, max_ops).build()
+            builder = Builder(sub, dynamic, max_ops)
+            program = builder.build()
         except Rejected as e:
             last = str(e)
             continue
@@ -518,6 +557,10 @@ def generate(seed: int, dynamic: bool | None = None, max_ops: int = 30) -> Progr
         why = check_eager(program)
         if why is None:
             program.notes["attempts"] = attempt + 1
+            if version >= 2 and _GROW is not None:
+                grown = _GROW(builder, program)
+                if grown is not program and check_eager(grown) is None:
+                    program = grown
             return with_second_dim(with_edges(program))
         last = why
     raise RuntimeError(f"no valid program from seed {seed}: {last}")

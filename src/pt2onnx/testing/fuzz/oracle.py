@@ -287,6 +287,9 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
 
     torch.manual_seed(0)
     module = ns["Program"]().eval()
+    if ns.get("WARMUP") is not None:  # eager ran the model once before, at another size
+        with torch.no_grad():
+            module(*make_inputs(ns, ns["WARMUP"]))
     b = ns["B"]
     sizes = list(b) if b else [None]
     if b and ns.get("B_MIN", 4) <= 1 and 1 not in sizes:

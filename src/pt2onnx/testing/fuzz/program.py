@@ -108,6 +108,12 @@ class Program:
     # The second symbol's example: None (no C), 1, or "b" (the same size as B).
     c: int | str | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    # Lines of ``__init__`` that set up state the statements keep between calls (a
+    # cache keyed by shape: generator version 2, ops_sizes.py).
+    state: list[str] = field(default_factory=list)
+    # A size of B at which eager calls the model once before the export (a stale
+    # cache); None: the export gets the model as built.
+    warmup: int | None = None
 
     @property
     def dynamic(self) -> bool:
@@ -155,14 +161,19 @@ def _index(shape, bound, unique_dim, g):
 def render(p: Program) -> str:
     used = p.used_leaves()
     inputs = [x for x in used if x.name.startswith("x")]
-    lines = [f'"""pt2onnx fuzz program (seed {p.seed})."""', "", "import torch",
-             "import torch.nn.functional as F  # noqa: F401", ""]
+    lines = [f'"""pt2onnx fuzz program (seed {p.seed})."""', ""]
+    if any("math." in s.code for s in p.stmts):
+        lines.append("import math")
+    lines += ["import torch", "import torch.nn.functional as F  # noqa: F401", ""]
     lines.append(f"SEED = {p.seed}")
     lines.append(f"B = {p.b!r}  # (example, second) size of the dynamic dim; None: static")
     lines.append(f"HALF = {p.half!r}  # float16 values flow through (looser tolerance)")
     lines.append(f"B_MIN = {p.b_min!r}  # the smallest declared size of B (1: also run at 1)")
     if p.c is not None:
         lines.append(f"C = {p.c!r}  # the example of the second dynamic dim: 1, or 'b' (= B)")
+    if p.warmup is not None:
+        lines.append(f"WARMUP = {p.warmup!r}  # eager calls the model once at B = WARMUP before "
+                     "the export")
     lines += HELPERS.splitlines()
     lines += ["", "", "class Program(torch.nn.Module):", "    def __init__(self):",
               "        super().__init__()", "        g = torch.Generator().manual_seed(SEED + 1)"]
@@ -174,10 +185,11 @@ def render(p: Program) -> str:
         elif leaf.name.startswith("m"):
             lines.append(f"        torch.manual_seed(SEED + {leaf.name[1:]})")
             lines.append(f"        self.{leaf.name} = {leaf.ctor}")
+    lines += [f"        {line}" for line in p.state]
     args = ", ".join(["self"] + [x.name for x in inputs])
     lines += ["", f"    def forward({args}):"]
     for s in p.stmts:
-        lines.append(f"        {s.code}")
+        lines += [f"        {line}" for line in s.code.split("\n")]
     outs = ", ".join(p.outputs) + ("," if len(p.outputs) == 1 else "")
     lines += [f"        return ({outs})", "", ""]
     b0 = p.b[0] if p.b else 5
