@@ -40,6 +40,20 @@ class Mixed(torch.nn.Module):
                 x[:, : min(t, 4)], x[:, : math.floor(t / 4)])
 
 
+class RoundNarrow(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # torch.export guards t - round(t / 2) >= 0, proves nothing and suggests no fix.
+        half = round(x.size(1) / 2)
+        return x.narrow(1, half, x.size(1) - half) * 2
+
+
+class IntOfProduct(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Non-strict torch.export guards math.trunc(0.5*sym_float(t)) == 6 and then
+        # reports a violation, not a fixed dim: strict mode keeps int() symbolic.
+        return x.narrow(1, 0, int(x.size(1) * 0.5)) + 1
+
+
 class SegmentLoop(torch.nn.Module):
     """Emformer's attention mask: one piece per segment, in a Python loop whose count
     is computed from the time dim."""
@@ -71,8 +85,10 @@ def _check(model: torch.nn.Module, prog: pt2onnx.OnnxProgram, sizes: list[tuple[
             np.testing.assert_allclose(np.asarray(a), e.numpy(), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("model", [IntHalf(), CeilSegments(), Mixed()],
-                         ids=["int_true_division", "ceil_of_division", "floordiv_round_mod_max"])
+@pytest.mark.parametrize("model", [IntHalf(), CeilSegments(), Mixed(), RoundNarrow(),
+                                   IntOfProduct()],
+                         ids=["int_true_division", "ceil_of_division", "floordiv_round_mod_max",
+                              "round_guard_without_a_fix", "int_of_a_product"])
 def test_size_arithmetic_is_computed_at_run_time(model: torch.nn.Module) -> None:
     prog = _export(model, 12)
     _check(model, prog, [(2, 12), (1, 1), (3, 7), (2, 29)])

@@ -210,6 +210,13 @@ def capture(
     return result
 
 
+def _int_of_size(message: str) -> bool:
+    """Whether a refusal may come from int() of a size, which non-strict torch.export
+    evaluates (a dim fixed, or a guard on ``math.trunc(... sym_float(b))``) and strict
+    mode keeps symbolic."""
+    return any(s in message for s in ("can only take one size", "math.trunc(", "sym_float("))
+
+
 def _record_enabled() -> bool:
     """PT2ONNX_CAPTURE=export turns the recording off (every capture uses torch.export)."""
     import os
@@ -345,7 +352,7 @@ def _capture_exported(
                 return CaptureResult(ep, f"torch.export(strict={strict})", errors)
             refined = _refine.export_refined(module, args, kwargs, dynamic_shapes, strict)
         except CaptureError as exc:
-            if strict or fixed is not None or "can only take one size" not in str(exc):
+            if strict or fixed is not None or not _int_of_size(str(exc)):
                 raise (fixed or exc) from None
             fixed = exc
             continue

@@ -17,6 +17,7 @@ implied.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -34,8 +35,9 @@ from pt2onnx.capture._dynamic import (
 )
 
 EXHAUSTIVE = 1 << 16
-_LINE = re.compile(r"Not all values of (\w+) = (.+?) in the specified range(?: (\d+) <= \w+ <="
-                   r" (\d+))? satisfy the generated guard (.+)")
+# The range reads "3 <= b <= 64", "b <= 64" (min 0) or "3 <= b" (no max), or is left out.
+_LINE = re.compile(r"Not all values of (\w+) = (.+?) in the specified range"
+                   r"(?: (?:(\d+) <= )?\w+(?: <= (\d+))?)? satisfy the generated guard (.+)")
 _SOURCE = re.compile(r"L\[[^\]]+\](?:\[[^\]]+\]|\.\w+)*?\.size\(\)\[\d+\]")
 
 
@@ -58,6 +60,14 @@ def violated_guards(message: str) -> dict[str, list[str]] | None:
     return found or None
 
 
+# The functions torch prints a guard on Python arithmetic of sizes with (``round(b / 2)``,
+# ``math.trunc(0.5*torch.sym_float(b))``, ``max(1, b // 4)``), as Python computes them.
+_PYTHON: dict[str, Any] = {
+    "Max": max, "Min": min, "abs": abs, "max": max, "min": min, "round": round,
+    "trunc": math.trunc, "floor": math.floor, "ceil": math.ceil, "sym_float": float,
+    "sym_int": int, "sym_max": max, "sym_min": min}
+
+
 def _compiled(guard: str, sources: set[str]) -> Callable[[int], bool] | None:
     """The guard as a function of the Dim's size, when each size it reads is one of the
     Dim's own axes."""
@@ -67,13 +77,15 @@ def _compiled(guard: str, sources: set[str]) -> Callable[[int], bool] | None:
     text = guard
     for src in sorted(used, key=len, reverse=True):
         text = text.replace(src, "b")
-    if set(re.findall(r"[A-Za-z_]\w*", text)) - {"b", "Max", "Min", "abs"}:
+    for dotted in ("math.", "torch."):  # math.trunc, torch.sym_float: Python's arithmetic
+        text = text.replace(dotted, "")
+    if set(re.findall(r"[A-Za-z_]\w*", text)) - {"b", "and", "or", "not", *_PYTHON}:
         return None  # only the size, numbers, arithmetic and comparisons are evaluated
     try:
         code = compile(text, "<guard>", "eval")
     except SyntaxError:
         return None
-    names = {"Max": max, "Min": min, "abs": abs}
+    names = _PYTHON
 
     def holds(b: int) -> bool:
         return bool(eval(code, {"__builtins__": {}, **names}, {"b": b}))

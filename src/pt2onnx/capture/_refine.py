@@ -110,12 +110,14 @@ def _export_refined(
                 if not is_constraint_violation(exc):
                     raise first from None
                 fixes, text = suggested_fixes(str(exc)), str(exc)
-    if not fixes:
-        raise first
+    # A guard torch.export suggests no fix for (``b - round(b / 2) >= 0``) may still
+    # hold over the whole range: evaluated before giving up.
     held = _guards_hold_module().export_if_guards_hold(
         module, args, kwargs, spec, strict, text, declared, log, mode)
     if held is not None:
         return held
+    if not fixes:
+        raise first
     by_name: dict[str, list[DeclaredAxis]] = {}
     for a in declared:
         by_name.setdefault(a.name or "", []).append(a)
