@@ -234,10 +234,37 @@ _REQUANTIZED: dict[str, tuple[Callable[..., torch.Tensor], int]] = {
 }
 
 
+def _in_schema_order(name: str, args: list[Any], kwargs: dict[str, Any]) -> list[Any]:
+    """The arguments of ``torch.ops.quantized.<name>`` in its schema's order: keywords go
+    where the schema names them (``QFunctional.cat`` passes ``scale``, ``zero_point`` and
+    ``dim`` as keywords, in another order), a missing one takes its default."""
+    if not kwargs:
+        return args
+    packet = getattr(torch.ops.quantized, name)
+    for overload in packet.overloads():
+        schema = getattr(packet, overload)._schema
+        names = [a.name for a in schema.arguments]
+        if len(args) > len(names) or not set(kwargs) <= set(names[len(args):]):
+            continue
+        bound = list(args)
+        for a in schema.arguments[len(args):]:
+            if a.name in kwargs:
+                bound.append(kwargs[a.name])
+            elif a.has_default_value():
+                bound.append(a.default_value)
+            else:
+                break
+        else:
+            return bound
+    raise InvalidInputError(
+        f"torch.ops.quantized.{name} was called with arguments none of its schemas take "
+        f"({len(args)} positional, keywords {sorted(kwargs)}).")
+
+
 def _functional(tracker: QParamTracker, name: str, args: list[Any],
                 kwargs: dict[str, Any]) -> Any:
     """A ``torch.ops.quantized`` op on float values; requantized as torch does."""
-    args += list(kwargs.values())  # their schemas name every argument in order
+    args = _in_schema_order(name, args, kwargs)
     if name == "relu6":
         return tracker.tag(F.relu6(args[0]), tracker.get(args[0]))
     if name == "cat":
