@@ -146,3 +146,156 @@ def test_quantize_per_tensor():
     float_prog = _export(model, (x,))
     assert len(float_prog.model.graph.outputs) == 2
     assert float_prog.verify(x, atol=0.2).ok
+
+
+# -- in-place writes and mutation of inputs ----------------------------------------------
+class _CopySlice(torch.nn.Module):
+    def forward(self, x: torch.Tensor, data: torch.Tensor) -> torch.Tensor:
+        x[1:3] = data
+        return x
+
+
+class _CopySliceSelect(torch.nn.Module):
+    def forward(self, x: torch.Tensor, data: torch.Tensor) -> torch.Tensor:
+        x[1:3, 0] = data
+        return x
+
+
+class _CopySelectSlice(torch.nn.Module):
+    def forward(self, x: torch.Tensor, data: torch.Tensor) -> torch.Tensor:
+        x[1, 1:3] = data
+        return x
+
+
+class _CopyTensorIndex(torch.nn.Module):
+    def forward(self, x: torch.Tensor, ind: torch.Tensor, data: torch.Tensor) -> torch.Tensor:
+        x[ind] = data
+        return x
+
+
+class _CopyTensorIndexSlice(torch.nn.Module):
+    def forward(self, x: torch.Tensor, ind: torch.Tensor, data: torch.Tensor) -> torch.Tensor:
+        x[..., ind, 1:3] = data
+        return x
+
+
+class _CopyWhole(torch.nn.Module):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor | None:
+        if mask is not None:
+            x.copy_(mask)
+            return x
+        return None
+
+
+def _same_as_eager(prog: pt2onnx.OnnxProgram, model: torch.nn.Module,
+                   *args: torch.Tensor) -> None:
+    """The file's outputs equal eager's on fresh copies (the model writes its inputs)."""
+    expected = model(*(a.clone() for a in args))
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    actual = prog.run(*(a.clone() for a in args))
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected, strict=True):
+        assert a.shape == tuple(e.shape)
+        np.testing.assert_allclose(a, e.numpy(), rtol=1e-6, atol=1e-6)
+
+
+_R = torch.randn
+_COPY_FORMS = {
+    "slice": (_CopySlice(), (_R(3, 4), _R(2, 4))),
+    "slice_select_one": (_CopySliceSelect(), (_R(3, 4), torch.tensor([0.0]))),
+    "slice_select_two": (_CopySliceSelect(), (_R(3, 4), torch.tensor([2.0, 3.0]))),
+    "slice_select_random": (_CopySliceSelect(), (_R(3, 4), _R(2))),
+    "select_slice_one": (_CopySelectSlice(), (_R(3, 4), torch.tensor([0.0]))),
+    "select_slice_two": (_CopySelectSlice(), (_R(3, 4), torch.tensor([2.0, 3.0]))),
+    "select_slice_random": (_CopySelectSlice(), (_R(3, 4), _R(2))),
+    "copy_broadcast": (_CopyWhole(), (_R(3, 4), _R(3, 1))),
+}
+
+
+@pytest.mark.parametrize("form", list(_COPY_FORMS))
+def test_copy_(form):
+    """The forms of PyTorch's test_copy_ with a Python index."""
+    model, args = _COPY_FORMS[form]
+    _same_as_eager(_export(model, args), model, *args)
+
+
+def test_copy_tensor_index():
+    """``x[ind] = data`` (PyTorch's test_copy_) with ``ind`` a 0-d integer tensor had no
+    general capture (torch reads the index as a Python int), and the trace left
+    ``aten::copy_``, which has no rule; the index is now a graph input (any value, a
+    negative one included)."""
+    model = _CopyTensorIndex()
+    x, data = torch.randn(3, 4), torch.randn(4)
+    prog = _export(model, (x, torch.tensor(2), data))
+    for ind in [2, 0, -1, -3]:
+        _same_as_eager(prog, model, x, torch.tensor(ind), data)
+
+
+def test_copy_tensor_index_dynamic():
+    """The 0-d tensor index with dynamic dims: rows (where it indexes) and columns, each
+    at the example, at 1 and at a larger size; with a slice and an ellipsis beside it."""
+    model = _CopyTensorIndex()
+    prog = _export(model, (torch.randn(3, 4), torch.tensor(2), torch.randn(4)),
+                   input_names=["x", "ind", "data"],
+                   dynamic_axes={"x": {0: "rows", 1: "cols"}, "data": {0: "cols"}})
+    for rows, cols in [(3, 4), (1, 1), (6, 5)]:
+        for ind in {0, rows - 1, -1}:
+            _same_as_eager(prog, model, torch.randn(rows, cols), torch.tensor(ind),
+                           torch.randn(cols))
+    model2 = _CopyTensorIndexSlice()
+    prog = _export(model2, (torch.randn(2, 3, 4), torch.tensor(1), torch.randn(2)),
+                   input_names=["x", "ind", "data"], dynamic_axes={"x": {0: "batch"}})
+    for batch in [2, 1, 5]:
+        for ind in [0, 2, -2]:
+            _same_as_eager(prog, model2, torch.randn(batch, 3, 4), torch.tensor(ind),
+                           torch.randn(2))
+
+
+def test_set_():
+    """``x.set_(y)`` makes x y itself: a rebinding, also of a graph input (the
+    functionalization torch.export needed for it failed)."""
+    class M(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            x.set_(y)
+            return x
+
+    model = M()
+    x, y = torch.ones(2, 3), torch.randn(4, 6)
+    _same_as_eager(_export(model, (x, y)), model, x, y)
+    prog = _export(model, (x, y), input_names=["x", "y"],
+                   dynamic_axes={"x": [0, 1], "y": [0, 1]})
+    for shape in [(4, 6), (1, 1), (5, 2)]:
+        _same_as_eager(prog, model, torch.ones(2, 3), torch.randn(*shape))
+
+
+def test_set_keeps_earlier_views():
+    """A view of x taken before ``x.set_(y)`` keeps x's old values, as in eager."""
+    class M(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            before = x[0]
+            x.set_(y)
+            return x + 1, before * 2
+
+    model = M()
+    _same_as_eager(_export(model, (torch.randn(2, 3), torch.randn(4, 6))), model,
+                   torch.randn(2, 3), torch.randn(4, 6))
+
+
+# -- pooling -----------------------------------------------------------------------------
+def test_maxpool_adaptive():
+    """The batch is dynamic, the pooled length static: the indices need only that."""
+    model = torch.nn.AdaptiveMaxPool1d(5, return_indices=False)
+    prog = _export(model, (torch.randn(20, 16, 50),), input_names=["x"],
+                   dynamic_axes={"x": [0]})
+    for batch in [20, 1, 32]:
+        x = torch.randn(batch, 16, 50)
+        np.testing.assert_array_equal(prog.run(x)[0], model(x).numpy())
+    with_indices = torch.nn.AdaptiveMaxPool1d(5, return_indices=True)
+    prog = _export(with_indices, (torch.randn(20, 16, 50),), input_names=["x"],
+                   dynamic_axes={"x": [0]})
+    for batch in [20, 1, 3]:
+        x = torch.randn(batch, 16, 50)
+        values, indices = prog.run(x)
+        e_values, e_indices = with_indices(x)
+        np.testing.assert_array_equal(values, e_values.numpy())
+        np.testing.assert_array_equal(indices, e_indices.numpy())

@@ -9,7 +9,6 @@ from typing import Any
 
 import torch
 
-from pt2onnx import _compat
 from pt2onnx.capture import _below_minimum, _dynamic, _refine, _second_size, _size_one
 from pt2onnx.capture._model_state import no_leaked_fake_tensors, refill_state
 from pt2onnx.capture._model_state import preserved_state as preserved_state
@@ -348,7 +347,8 @@ def _capture_exported(
             continue  # the second non-strict try is for a model returning a dict subclass
         try:
             if dynamic_shapes is None:
-                ep = _compat.export(module, args, kwargs, None, strict=strict)
+                # Under the same capture rewrites as a dynamic capture (frontends).
+                ep = _dynamic._export(module, args, kwargs, None, strict)
                 return CaptureResult(ep, f"torch.export(strict={strict})", errors)
             refined = _refine.export_refined(module, args, kwargs, dynamic_shapes, strict)
         except CaptureError as exc:

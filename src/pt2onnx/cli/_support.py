@@ -83,6 +83,7 @@ NOTES: dict[str, str] = {
     "aten::logcumsumexp.default": "ONNX Scan of a stable logaddexp",
     "aten::mode.default": "an n x n comparison along the reduced axis (memory grows with n squared)",
     "aten::index.Tensor": "Gather for one index, else GatherND over the indexed dims transposed to the front; indices broadcast, negatives wrap, bool and uint8 masks become NonZero positions; the result dims go where torch puts them (in place when the indexed dims are consecutive, else in front); exact",
+    "aten::set.source_Tensor": "the source itself: x.set_(y) on any tensor, a graph input included, is a rebinding to y (views of x taken before keep x's old values, as in eager)",
     "aten::index_put.default": "ScatterND (reduction add for accumulate) over the indexed dims transposed to the front, then transposed back; any pattern of None and tensor indices, bool and uint8 masks, values broadcast to x[indices]; exact (duplicate indices without accumulate: one of the writes wins, as in torch)",
     "aten::histc.default": "exact counts (ScatterElements add over int64); integer input (CUDA's) binned in float64",
     "aten::_grouped_mm.default": (
@@ -140,7 +141,9 @@ NOTES: dict[str, str] = {
     "aten::geqrf.default": "Loop: Householder reflections as geqr2; relative error < 3e-6 (a), < 1e-5 (tau)",
     "aten::linalg_ldl_factor_ex.default": "Loop: Bunch-Kaufman as sytf2, each matrix with its own 1x1/2x2 block counter; pivots exact, LD bitwise equal to eager on the tests",
     "aten::linalg_ldl_solve.default": "two Loops as sytrs (the recorded interchanges and 2x2 blocks); relative error < 5e-7",
-    "aten::adaptive_max_pool2d.default": "sizes that are not multiples: per-axis window gathers (static shapes)",
+    "aten::adaptive_max_pool1d.default": "sizes that are not multiples: per-axis window gathers (static pooled dims; batch and channels may be dynamic); the indices, where read, need static pooled dims only",
+    "aten::adaptive_max_pool2d.default": "sizes that are not multiples: per-axis window gathers (static pooled dims; batch and channels may be dynamic); the indices, where read, need static pooled dims only",
+    "aten::adaptive_max_pool3d.default": "sizes that are not multiples: per-axis window gathers (static pooled dims; batch and channels may be dynamic); the indices, where read, need static pooled dims only",
     "aten::_adaptive_avg_pool2d.default": "sizes that are not multiples: per-axis window gathers (static shapes)",
     # Random ops: values come from onnxruntime's generator (see RANDOM_NOTE).
     "aten::rand.default": "random; ONNX RandomUniform; float16/bfloat16 drawn as float32, clamped below 1, then cast",

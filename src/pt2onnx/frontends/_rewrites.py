@@ -14,6 +14,17 @@ values was left. While a model is captured these calls become the same arithmeti
 tensors, ``alpha * product + where(beta == 0, 0, beta * input)``, so ``alpha`` and
 ``beta`` stay graph inputs. ``baddbmm`` and ``addbmm`` need none of this: their rules
 take the scalars as they are captured.
+
+``x[i] = v`` with ``i`` a 0-d integer tensor:
+
+torch reads such an index as a Python int (``i.item()``) and writes through
+``select(x, d, i)``: torch.export stops on the data-dependent index, and only a trace
+with the example's index baked in was left (PyTorch's ``test_copy_``). While a model is
+captured, ``i`` becomes the one-element index ``i.reshape(1)``, an advanced index that
+torch writes with ``index_put_``: the same elements (a negative ``i`` counts from the
+end in both), and ``v``, broadcast to the selected shape, gets the size-1 dim the
+advanced index adds where torch places it. Reading ``x[i]`` needs none of this:
+torch.export keeps the index symbolic there.
 """
 
 from __future__ import annotations
@@ -49,6 +60,46 @@ def _scaled(product: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], inp: 
     return (added + scaled).to(dtype)
 
 
+def _is_index_scalar(t: Any) -> bool:
+    return (isinstance(t, torch.Tensor) and t.dim() == 0 and not t.is_floating_point()
+            and not t.is_complex() and t.dtype != torch.bool)
+
+
+def _result_dims(item: Any) -> int:
+    """How many dims of the indexing result one basic index item makes."""
+    return 1 if item is None or isinstance(item, slice) else 0
+
+
+def _setitem_scalar_tensor_index(x: torch.Tensor, index: Any, value: Any) -> bool:
+    """``x[index] = value`` with each 0-d integer tensor in ``index`` an advanced index
+    of one element; False, doing nothing, where ``index`` is another kind (left to
+    torch)."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    if not any(_is_index_scalar(i) for i in items) or not all(
+            i is None or i is Ellipsis or isinstance(i, (int, slice)) or _is_index_scalar(i)
+            for i in items):
+        return False
+    if sum(i is Ellipsis for i in items) > 1:
+        return False
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (x.dim() - consumed)
+    tensors = [k for k, i in enumerate(items) if _is_index_scalar(i)]
+    # The shape torch writes through (each scalar index a select), as ints or SymInts.
+    selected = x[tuple(0 if k in tensors else i for k, i in enumerate(items))].shape
+    # The advanced dim goes where the (adjacent) tensor indices stand, else first.
+    adjacent = tensors == list(range(tensors[0], tensors[-1] + 1))
+    where = sum(_result_dims(i) for i in items[:tensors[0]]) if adjacent else 0
+    value = torch.as_tensor(value, dtype=x.dtype, device=x.device)
+    while value.dim() > len(selected) and value.shape[0] == 1:
+        value = value[0]  # torch drops a value's leading size-1 dims
+    value = value.expand(selected).unsqueeze(where)
+    advanced = tuple(i.reshape(1) if k in tensors else i for k, i in enumerate(items))
+    torch.Tensor.__setitem__(x, advanced, value)
+    return True
+
+
 class CaptureRewrites(TorchFunctionMode):
     """Rewrites the calls above while capturing."""
 
@@ -57,6 +108,9 @@ class CaptureRewrites(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is torch._dim_arange and len(args) == 2 and not kwargs:
             return torch.arange(args[0].shape[args[1]], dtype=torch.int64)
+        if (func is torch.Tensor.__setitem__ and len(args) == 3 and not kwargs
+                and _setitem_scalar_tensor_index(*args)):
+            return None
         product = _PRODUCTS.get(func)
         if product is not None and len(args) == 3 and set(kwargs) <= {"alpha", "beta"} and any(
                 isinstance(kwargs.get(k), torch.Tensor) for k in ("alpha", "beta")):

@@ -529,6 +529,12 @@ def identity(g: RuleContext, x: ir.Value, *args: Any, **kwargs: Any) -> ir.Value
     return x
 
 
+@translation(aten.set.source_Tensor)
+def set_source(g: RuleContext, x: ir.Value, source: ir.Value) -> ir.Value:
+    """set.source_Tensor(Tensor self, Tensor source) -> Tensor"""
+    return source
+
+
 @translation(aten.type_as.default)
 def type_as(g: RuleContext, x: ir.Value, other: ir.Value) -> ir.Value:
     """type_as(Tensor self, Tensor other) -> Tensor"""

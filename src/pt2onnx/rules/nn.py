@@ -198,10 +198,12 @@ def _adaptive_max(n: int, g: RuleContext, x: ir.Value, output_size: Any) -> Any:
     if not g.output_used(1):
         return _adaptive("GlobalMaxPool", "MaxPool", n, g, x, output_size), None
     out = _expand_param(output_size, n)
-    dims = static_dims(x)
-    if dims is None:
-        raise NotImplementedError("adaptive_max_pool indices need a static input size")
-    in_shape = dims[-n:]
+    # Only the pooled dims shape the windows and the indices (flat within each plane):
+    # the batch and channel dims may be dynamic.
+    in_shape = shape_list(x)[-n:]
+    if not all(isinstance(d, int) for d in in_shape):
+        raise NotImplementedError(
+            f"adaptive_max_pool indices need static pooled dims, not {in_shape}")
     # One axis at a time, last first: the first maximum in each window's row-major order.
     r = rank(x)
     values, flat, inner = x, None, 1

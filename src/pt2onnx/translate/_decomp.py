@@ -120,6 +120,11 @@ def functional_variant(node: torch.fx.Node) -> Any:
         # It changes only autograd state; the value is its input's, whatever aliases it
         # (torch.tensor([], device="meta") is a lifted constant, then detach_).
         return torch.ops.aten.detach.default
+    if op == torch.ops.aten.set_.source_Tensor:
+        # x.set_(y) makes x y itself (storage, sizes and strides): the result never reads
+        # x, and views of x taken before keep x's old storage, in eager too. So it is a
+        # rebinding whatever x is (a graph input included).
+        return torch.ops.aten.set.source_Tensor
     schema = op._schema
     name = schema.name.split("::")[-1]
     if not name.endswith("_") or name.endswith("__") or not schema.arguments:
