@@ -334,12 +334,32 @@ SHAPE_ENV_LOGGER = "torch.fx.experimental.symbolic_shapes"
 
 def refine_dynamic_shapes(fixes: list[str], dynamic_shapes: Any) -> Any:
     """``dynamic_shapes`` with torch.export's suggested fixes (``seq = Dim('seq', max=512)``,
-    ``b = a``) applied, through torch's own parser of those lines."""
+    ``b = a``) applied, through torch's own parser of those lines.
+
+    torch's parser reads every leaf but an int or None as a ``Dim`` (its ``__name__``),
+    and so fails on a spec holding a ``Dim.AUTO`` hint beside the dims it fixes (torch
+    2.13): each hint stands aside as a ``Dim`` named so that no fix names it, while it
+    runs."""
+    import torch.utils._pytree as pytree
     from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
 
-    return refine_dynamic_shapes_from_suggested_fixes(
-        "Suggested fixes:\n" + "\n".join(f"  {f}" for f in fixes), dynamic_shapes
+    hint_type = getattr(torch.export.dynamic_shapes, "_DimHint", None)
+    hints: dict[str, Any] = {}
+
+    def hide(leaf: Any) -> Any:
+        if hint_type is None or not isinstance(leaf, hint_type):
+            return leaf
+        name = f"_pt2onnx_dim_hint_{len(hints)}"
+        hints[name] = leaf
+        return torch.export.Dim(name)
+
+    refined = refine_dynamic_shapes_from_suggested_fixes(
+        "Suggested fixes:\n" + "\n".join(f"  {f}" for f in fixes),
+        pytree.tree_map(hide, dynamic_shapes),
     )
+    return pytree.tree_map(
+        lambda leaf: hints.get(getattr(leaf, "__name__", None), leaf) if hints else leaf,
+        refined)
 
 
 def exporter_error_base() -> type[Exception]:

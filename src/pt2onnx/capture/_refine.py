@@ -30,6 +30,10 @@ from pt2onnx.capture._dynamic import (
 )
 from pt2onnx.errors import CaptureError
 
+# How many captures apply torch.export's suggested relations, each adding what the last
+# one stated.
+_ROUNDS = 3
+
 
 def _guards_hold_module() -> Any:
     from pt2onnx.capture import _guards_hold  # sympy: only when a guard must be checked
@@ -135,16 +139,29 @@ def _export_refined(
         raise CaptureError(_fixed_size_message(fixed, log))
     if not applied:
         raise first
-    try:
-        refined = _compat.refine_dynamic_shapes(applied, spec)
-    except Exception:
-        raise first from None
     failed: BaseException | None = None
-    with log, mode():
+    for _ in range(_ROUNDS):
         try:
-            program = _export(module, args, kwargs, refined, strict)
-        except Exception as exc:
-            failed = exc
+            refined = _compat.refine_dynamic_shapes(applied, spec)
+        except Exception:
+            raise first from None
+        failed = None
+        with log, mode():
+            try:
+                program = _export(module, args, kwargs, refined, strict)
+            except Exception as exc:
+                failed = exc
+        if failed is None or not is_constraint_violation(failed):
+            break
+        # torch states the relations it meets one capture at a time (a dim named in a
+        # spec found equal to another, then the next): the new ones are applied too.
+        more = [(name, fix) for name, fix in suggested_fixes(str(failed))
+                if not re.fullmatch(r"-?\d+", fix) and f"{name} = {fix}" not in applied]
+        if not more:
+            break
+        for name, fix in more:
+            applied.append(f"{name} = {fix}")
+            notes.append(_describe_fix(name, fix, by_name.get(name, []), log))
     if failed is not None:
         with log:  # outside the size-oblivious mode: the retries choose their own
             grown = _grown_refined(module, args, kwargs, declared, refined, strict, failed)
