@@ -196,10 +196,11 @@ def test_cli_exports_and_verifies_a_dict_model(tmp_path, capsys):
     assert graph.input[0].type.tensor_type.shape.dim[0].dim_param == "b"
 
 
-def test_a_dict_with_tensor_keys_feeds_its_values_and_keeps_its_keys_constant():
+def test_a_dict_with_tensor_keys_feeds_each_key_before_its_value():
     """PyTorch's exporter test_dict_input: a dict keyed by tensors. As with the
-    TorchScript exporter, each value is an ONNX input and each key the constant the
-    example held (a key is not data the graph can read at run time)."""
+    TorchScript exporter, each key is an ONNX input before its value (issue 37: a key
+    the model reads is data; kept as the example's constant, a file fed other keys gave
+    the example's answer)."""
 
     class Keyed(torch.nn.Module):
         def forward(self, x_in, *args, **kwargs):
@@ -208,8 +209,9 @@ def test_a_dict_with_tensor_keys_feeds_its_values_and_keeps_its_keys_constant():
 
     k1, k2 = torch.tensor(1.5), torch.tensor(-2.0)
     prog = pt2onnx.export(Keyed(), ({k1: torch.randn(1, 2, 3), k2: torch.randn(3)}, {}))
-    assert len(prog.model.graph.inputs) == 2
-    fresh = {k1: torch.randn(1, 2, 3), k2: torch.randn(3)}
-    (got,) = prog.run(fresh)
-    np.testing.assert_allclose(got, ((fresh[k1] + 1.5) * fresh[k2] + 2.0).numpy(), rtol=1e-6)
-    assert prog.verify(fresh).ok
+    assert [v.shape.rank() for v in prog.model.graph.inputs] == [0, 3, 0, 1]
+    for a, b in [(k1, k2), (torch.tensor(3.0), torch.tensor(0.5))]:
+        fresh = {a: torch.randn(1, 2, 3), b: torch.randn(3)}
+        (got,) = prog.run(fresh)
+        np.testing.assert_allclose(got, ((fresh[a] + a) * fresh[b] - b).numpy(), rtol=1e-6)
+        assert prog.verify(fresh).ok

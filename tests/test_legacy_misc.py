@@ -478,3 +478,61 @@ def test_all_optional_default_tensor():
         assert len(prog.model.graph.inputs) == sum(a is not None for a in args)
         (actual,) = prog.run(*args)
         np.testing.assert_array_equal(actual, model(*args).numpy())
+
+
+# -- dicts keyed by tensors --------------------------------------------------------------
+def test_dict():
+    """A dict input keyed by a tensor, whose key the model reads: the key is an input of
+    the file (before its value, as the TorchScript exporter took it). It was a constant
+    of the input's structure, so a file fed another key gave the example's answer."""
+    class MyModel(torch.nn.Module):
+        def forward(self, x_in: dict[torch.Tensor, torch.Tensor]) -> dict[str, torch.Tensor]:
+            key = list(x_in.keys())[0]  # noqa: RUF015 (PyTorch's test, as written)
+            return {"test_key_out": torch.add(x_in[key], key)}
+
+    model = MyModel()
+    x = {torch.tensor(1.0): torch.randn(1, 2, 3)}
+    prog = _export(model, (x,))
+    assert [v.shape.rank() for v in prog.model.graph.inputs] == [0, 3]
+    for key in (1.0, 5.0, -2.5):
+        other = {torch.tensor(key): torch.randn(1, 2, 3)}
+        (actual,) = prog.run(other)
+        np.testing.assert_allclose(actual, model(other)["test_key_out"].numpy())
+        assert prog.verify(other).ok
+
+
+def test_dict_tensor_keys_with_weights_and_dynamic_axes():
+    """Tensor keys as inputs beside weights (their names unchanged) and ``dynamic_axes``
+    by ``input_names``, which count each key: at the example, at 1 and at 5."""
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, d: dict[torch.Tensor, torch.Tensor], y: torch.Tensor) -> Any:
+            ((scale, value),) = d.items()
+            return self.lin(value) * scale + y
+
+    torch.manual_seed(0)
+    model = Model()
+    prog = _export(model, ({torch.tensor(2.0): torch.randn(2, 3)}, torch.randn(2, 3)),
+                   input_names=["d_key", "d_value", "y"],
+                   dynamic_axes={"d_value": {0: "b"}, "y": {0: "b"}})
+    assert [v.name for v in prog.model.graph.inputs] == ["d_key", "d_value", "y"]
+    assert sorted(prog.model.graph.initializers) == ["lin.bias", "lin.weight"]
+    for batch, key in [(2, 3.0), (1, -1.0), (5, 0.5)]:
+        args = ({torch.tensor(key): torch.randn(batch, 3)}, torch.randn(batch, 3))
+        (actual,) = prog.run(*args)
+        np.testing.assert_allclose(actual, model(*args).detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_dict_str():
+    class MyModel(torch.nn.Module):
+        def forward(self, x_in: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+            return {"test_key_out": torch.add(x_in["test_key_in"], 2.0)}
+
+    x = {"test_key_in": torch.randn(1, 2, 3)}
+    prog = _export(MyModel(), (x,))
+    assert len(prog.model.graph.inputs) == 1
+    assert prog.verify(x).ok

@@ -41,7 +41,13 @@ from pt2onnx.errors import (
     UnsupportedOperatorError,
     VerificationError,
 )
-from pt2onnx.frontends import needs_rewrite, prepare
+from pt2onnx.frontends import (
+    has_tensor_keys,
+    keys_as_inputs,
+    needs_rewrite,
+    prepare,
+    spec_as_pairs,
+)
 from pt2onnx.report import ExportReport
 from pt2onnx.translate import (
     KEEP_WHOLE,
@@ -129,8 +135,13 @@ class Stages:
 
         def attempt(target: Any, cargs: tuple[Any, ...], ckwargs: dict[str, Any],
                     ) -> CaptureResult:
-            return capture(target, cargs, ckwargs, spec, self.trace_decompositions,
-                                    self.has_rule, record=record)
+            cspec = spec
+            if isinstance(target, torch.nn.Module) and has_tensor_keys((cargs, ckwargs)):
+                # A dict keyed by tensors: each key is an input too (frontends).
+                target, cargs, ckwargs = keys_as_inputs(target, cargs, ckwargs)
+                cspec = spec_as_pairs(spec)
+            return capture(target, cargs, ckwargs, cspec, self.trace_decompositions,
+                           self.has_rule, record=record)
 
         with debug.preserving_meta(), self._moe_rules.grouped_experts(model) as moe_notes:
             # Eager-mode quantized modules hold what torch.export cannot capture (quantized

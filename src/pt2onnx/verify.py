@@ -111,8 +111,11 @@ def require_onnxruntime() -> Any:
 
 
 def flatten_tensors(tree: Any) -> list[torch.Tensor]:
-    """The tensor leaves of a (nested) output in pytree order."""
-    leaves = pytree.tree_leaves(tree)
+    """The tensor leaves of (nested) inputs in pytree order; a dict keyed by tensors
+    gives each key before its value, as the file takes them (frontends)."""
+    from pt2onnx.frontends import flatten_with_keys
+
+    leaves = pytree.tree_leaves(flatten_with_keys(tree))
     return [x for x in leaves if isinstance(x, torch.Tensor)]
 
 

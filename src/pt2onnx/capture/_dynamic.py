@@ -59,6 +59,7 @@ def _path_name(path: tuple[Any, ...]) -> str:
 def tensor_leaves(inputs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
     """Each tensor input with its name: ``input_ids``, ``pair_0``, ``past_key_values_key_0``
     (the argument name and the path inside it, as torch.export names placeholders)."""
+    from pt2onnx.frontends import flatten_with_keys
     from pt2onnx.translate import CACHE_NAME, is_cache
 
     leaves = []
@@ -66,7 +67,8 @@ def tensor_leaves(inputs: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
         # A transformers Cache is named past_key_values whatever its argument is called
         # (transformers 5.24 renamed it cache): the naming contract of docs/models.md.
         arg = CACHE_NAME if is_cache(value) else name
-        for path, leaf in pytree.tree_flatten_with_path(value)[0]:
+        # A dict keyed by tensors: each key, then its value (frontends, _tensor_keys).
+        for path, leaf in pytree.tree_flatten_with_path(flatten_with_keys(value))[0]:
             if isinstance(leaf, torch.Tensor):
                 leaves.append((_path_name((pytree.MappingKey(arg), *path)), leaf))
     return leaves

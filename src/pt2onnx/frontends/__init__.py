@@ -1,8 +1,9 @@
 """Model rewrites that run before or during capture, so that the captured program holds
 ops pt2onnx can translate: quantized modules and tensors (``_quantized``,
 ``_quantized_mode``), plain and packed RNNs as one op (``_packed_rnn``), containers of
-modules (``_containers``), sdpa with a symbolic ``is_causal`` (``_sdpa_symbool``), and
-pt2onnx's own torch ops (``_custom_ops``).
+modules (``_containers``), sdpa with a symbolic ``is_causal`` (``_sdpa_symbool``), dicts
+keyed by tensors among the inputs (``_tensor_keys``), and pt2onnx's own torch ops
+(``_custom_ops``).
 
 May import: ``_compat``, ``errors``. Must not import: ``capture``, ``translate``,
 ``save``, ``passes`` or anything above them.
@@ -20,10 +21,17 @@ from pt2onnx.frontends._packed_rnn import substitutions as packed_rnn_substituti
 from pt2onnx.frontends._quantized import needs_rewrite, prepare
 from pt2onnx.frontends._rewrites import CaptureRewrites
 from pt2onnx.frontends._sdpa_symbool import SymBoolCausal
+from pt2onnx.frontends._tensor_keys import (
+    flatten_with_keys,
+    has_tensor_keys,
+    keys_as_inputs,
+    spec_as_pairs,
+)
 
 __all__ = [
     "CaptureRewrites", "SymBoolCausal", "as_output_op", "define_batched_nms",
-    "define_custom_op", "define_packed_rnn_ops", "holds_hidden_rnn", "needs_rewrite", "packed_rnn_substitutions",
-    "prepare", "register_mappings", "register_output_containers",
+    "define_custom_op", "define_packed_rnn_ops", "flatten_with_keys", "has_tensor_keys",
+    "holds_hidden_rnn", "keys_as_inputs", "needs_rewrite", "packed_rnn_substitutions",
+    "prepare", "register_mappings", "register_output_containers", "spec_as_pairs",
 ]
 
