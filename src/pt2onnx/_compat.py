@@ -357,9 +357,11 @@ def refine_dynamic_shapes(fixes: list[str], dynamic_shapes: Any) -> Any:
         "Suggested fixes:\n" + "\n".join(f"  {f}" for f in fixes),
         pytree.tree_map(hide, dynamic_shapes),
     )
-    return pytree.tree_map(
-        lambda leaf: hints.get(getattr(leaf, "__name__", None), leaf) if hints else leaf,
-        refined)
+    def restore(leaf: Any) -> Any:
+        name = getattr(leaf, "__name__", None)
+        return hints[name] if isinstance(name, str) and name in hints else leaf
+
+    return pytree.tree_map(restore, refined) if hints else refined
 
 
 def exporter_error_base() -> type[Exception]:

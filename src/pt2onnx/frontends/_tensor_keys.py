@@ -94,6 +94,6 @@ def keys_as_inputs(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[s
         a2, k2 = _from_pairs((a, k), template)
         return original(*a2, **k2)
 
-    module.forward = forward  # type: ignore[method-assign]
+    module.forward = forward
     new_args, new_kwargs = as_pairs((args, kwargs))
     return module, tuple(new_args), dict(new_kwargs)
