@@ -9,7 +9,14 @@ from typing import Any
 
 import torch
 
-from pt2onnx.capture import _below_minimum, _dynamic, _refine, _second_size, _size_one
+from pt2onnx.capture import (
+    _below_minimum,
+    _dynamic,
+    _fixed_dims,
+    _refine,
+    _second_size,
+    _size_one,
+)
 from pt2onnx.capture._model_state import no_leaked_fake_tensors, refill_state
 from pt2onnx.capture._model_state import preserved_state as preserved_state
 from pt2onnx.capture._spec import _complete_dynamic_shapes
@@ -328,6 +335,35 @@ def _capture_module(
 
 
 def _capture_exported(
+    module: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dynamic_shapes: Any,
+    decompositions: Callable[[], dict[Any, Any]] | None,
+) -> CaptureResult:
+    """The capture; where it refuses a declared dim the model fixes, eager run at other
+    sizes tells whether the model runs only at that size (the dim is written static, with
+    a warning) or returns another structure there (the refusal says no graph holds it):
+    ``_fixed_dims``."""
+    try:
+        return _capture_declared(module, args, kwargs, dynamic_shapes, decompositions)
+    except CaptureError as exc:
+        fixed = getattr(exc, "fixed_dims", None)
+        if not fixed or dynamic_shapes is None:
+            raise
+        spec = _complete_dynamic_shapes(module, args, kwargs, dynamic_shapes)
+        verdict = _fixed_dims.probe(module, args, kwargs, spec, fixed)
+        if verdict.reason is not None:
+            raise CaptureError(f"{verdict.reason}\n{exc}") from None
+        if not verdict.static:
+            raise
+    result = _capture_exported(module, args, kwargs,
+                               _dynamic.without_dims(spec, verdict.static), decompositions)
+    result.warnings[:0] = verdict.notes
+    return result
+
+
+def _capture_declared(
     module: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],

@@ -406,7 +406,7 @@ def _checked(result: Refined, inputs: dict[str, Any], log: GuardLog) -> Refined:
     fixed = specialised_axes(result.program, inputs, result.dynamic_shapes)
     named = [(a.name or "", a.size, [a]) for a in fixed if a.name]
     if named:
-        raise CaptureError(_fixed_size_message(named, log))
+        raise fixed_size_error(named, log)
     for a in fixed:
         size = a.size
         guard = log.find(_source_symbols([a], log), str(size))
@@ -440,6 +440,15 @@ def _describe_fix(name: str, fix: str, axis: list[DeclaredAxis], log: GuardLog) 
     if guard is not None:
         what += f" by the guard {guard.expr}" + (f" at {guard.where}" if guard.where else "")
     return what
+
+
+def fixed_size_error(fixed: list[tuple[str, int, list[DeclaredAxis]]],
+                     log: GuardLog) -> CaptureError:
+    """The refusal for declared dims the model fixes; ``fixed_dims`` keeps
+    ``(name, size)`` for each, so the capture can ask eager why (``_fixed_dims``)."""
+    error = CaptureError(_fixed_size_message(fixed, log))
+    error.fixed_dims = [(name, value) for name, value, _ in fixed]  # type: ignore[attr-defined]
+    return error
 
 
 def _fixed_size_message(fixed: list[tuple[str, int, list[DeclaredAxis]]], log: GuardLog) -> str:

@@ -21,10 +21,10 @@ from pt2onnx.capture._dynamic import (
     _checked,
     _describe_fix,
     _export,
-    _fixed_size_message,
     _torch_message,
     bound_inputs,
     declared_axes,
+    fixed_size_error,
     is_constraint_violation,
     suggested_fixes,
 )
@@ -136,7 +136,7 @@ def _export_refined(
         applied.append(f"{name} = {fix}")
         notes.append(_describe_fix(name, fix, axis, log))
     if fixed:
-        raise CaptureError(_fixed_size_message(fixed, log))
+        raise fixed_size_error(fixed, log)
     if not applied:
         raise first
     failed: BaseException | None = None

@@ -1,0 +1,120 @@
+"""PyTorch's legacy exporter tests with dynamic shapes (issue 37).
+
+Each test is one case of pytorch/pytorch ``test/onnx/test_pytorch_onnx_onnxruntime.py``
+that the TorchScript exporter passes, exported as that suite exported it (opset 18,
+``input_names`` / ``dynamic_axes`` as the test gives them) and run against eager at the
+example, at the test's additional inputs and at 1 where a dim is declared dynamic. Where
+no single ONNX graph holds the model (a result whose number of outputs or rank depends on
+a size), the test checks the typed refusal and its reason, and the export that does work
+(that dim static).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import pt2onnx
+from pt2onnx.errors import CaptureError
+
+
+def _export(model: torch.nn.Module, args: tuple[Any, ...], **kw: Any) -> pt2onnx.OnnxProgram:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pt2onnx.export(model.eval(), args, opset_version=18, **kw)
+
+
+def _check(prog: pt2onnx.OnnxProgram, model: torch.nn.Module, *inputs: tuple[Any, ...]) -> None:
+    """The file's outputs equal eager's (count, shapes and values) at each input."""
+    for args in inputs:
+        expected = model(*[a.clone() for a in args])
+        expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+        got = prog.run(*[a.clone() for a in args])
+        assert len(got) == len(expected), [tuple(a.shape) for a in args]
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e.detach().numpy(), rtol=1e-5, atol=1e-6)
+            assert g.shape == tuple(e.shape)
+
+
+# -- a declared dim the model fixes: eager at other sizes says why -------------------------
+
+class _ZeroTail(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x[:, x.size(0):] = 0
+        return x
+
+
+class _TailFromConstant(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x[:, x.size(0):] = torch.tensor([1, 2, 3])  # the last dim must be 3
+        return x
+
+
+class _ExpandConstant(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        aa = torch.tensor([[0], [1], [2]])  # x's first dim must be 3
+        return aa.expand_as(x)
+
+
+def test_dynamic_expand_as() -> None:
+    prog = _export(_ZeroTail(), (torch.ones(2, 5),), input_names=["x"],
+                   dynamic_axes={"x": [0, 1]})
+    _check(prog, _ZeroTail(), (torch.ones(2, 5),), (torch.randn(3, 4),), (torch.randn(1, 1),),
+           (torch.randn(1, 3),))
+
+    # Eager runs only where the last dim is 3: that dim is written static, with a
+    # warning; the others stay dynamic (before: refused as fixed by the model).
+    prog = _export(_TailFromConstant(), (torch.ones(2, 5, 3),), input_names=["x"],
+                   dynamic_axes={"x": [0, 1, 2]})
+    assert any("runs only at x_dim2=3" in w for w in prog.report.warnings)
+    _check(prog, _TailFromConstant(), (torch.ones(2, 5, 3),), (torch.randn(3, 4, 3),),
+           (torch.randn(1, 1, 3),))
+    assert prog.model.graph.inputs[0].shape[2] == 3
+
+    prog = _export(_ExpandConstant(), (torch.ones(3, 2),), input_names=["x"],
+                   dynamic_axes={"x": [0, 1]})
+    assert any("runs only at x_dim0=3" in w for w in prog.report.warnings)
+    _check(prog, _ExpandConstant(), (torch.ones(3, 2),), (torch.randn(3, 5),),
+           (torch.randn(3, 1),))
+
+
+class _NewZerosOfShapeSlice(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.new_zeros(x.shape[1: x.size(2)])  # the rank depends on x.size(2)
+
+
+def test_slice_dynamic_shape_script() -> None:
+    x = torch.rand(1, 2, 3, 4)
+    with pytest.raises(CaptureError, match=r"rank 2 at x_dim2=3 but rank \d at x_dim2=\d"):
+        _export(_NewZerosOfShapeSlice(), (x,), input_names=["x"],
+                dynamic_axes={"x": [0, 1, 2, 3]})
+    # With that dim static, the others stay dynamic.
+    prog = _export(_NewZerosOfShapeSlice(), (x,), input_names=["x"],
+                   dynamic_axes={"x": [0, 1, 3]})
+    _check(prog, _NewZerosOfShapeSlice(), (x,), (torch.rand(3, 5, 3, 2),),
+           (torch.rand(1, 1, 3, 1),))
+
+
+class _ChunkBySize(torch.nn.Module):
+    def __init__(self, dim: int = 1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.chunk(x, x.size(0), dim=self.dim)  # as many outputs as x.size(0)
+
+
+@pytest.mark.parametrize("dim", [1, -1])
+def test_dynamic_chunk(dim: int) -> None:
+    x = torch.randn(3, 18)
+    with pytest.raises(CaptureError, match=r"3 outputs at batch_size=3 but \d at batch_size=\d"):
+        _export(_ChunkBySize(dim), (x,), input_names=["x"],
+                dynamic_axes={"x": {0: "batch_size", 1: "dims"}})
+    # The legacy test's own sizes vary only dims: with the batch static, one graph.
+    prog = _export(_ChunkBySize(dim), (x,), input_names=["x"],
+                   dynamic_axes={"x": {1: "dims"}})
+    _check(prog, _ChunkBySize(dim), (x,), *[(torch.randn(3, n),) for n in (13, 14, 15)])
