@@ -118,3 +118,48 @@ def test_dynamic_chunk(dim: int) -> None:
     prog = _export(_ChunkBySize(dim), (x,), input_names=["x"],
                    dynamic_axes={"x": {1: "dims"}})
     _check(prog, _ChunkBySize(dim), (x,), *[(torch.randn(3, n),) for n in (13, 14, 15)])
+
+
+# -- factory(..., out=t): the result's length read from a tensor at run time ---------------
+
+class _ArangeStartOut(torch.nn.Module):
+    def __init__(self, dtype: torch.dtype, step: float | None = None) -> None:
+        super().__init__()
+        self.dtype, self.step = dtype, step
+
+    def forward(self, start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+        out_t = torch.tensor([1], dtype=self.dtype)
+        if self.step is None:
+            return torch.arange(start.size(0), end, out=out_t)
+        return torch.arange(start.size(0), end, self.step, out=out_t)
+
+
+class _ArangeEndOut(torch.nn.Module):
+    def forward(self, end: torch.Tensor) -> torch.Tensor:
+        out_t = torch.tensor([1], dtype=torch.float)
+        torch.arange(end, out=out_t)
+        return out_t * 2  # the out tensor itself, read after the call
+
+
+def _arange_out_case(model: torch.nn.Module, end: torch.Tensor, other_end: torch.Tensor) -> None:
+    x = torch.randn(2, 3, 4)
+    prog = _export(model, (x, end), input_names=["x", "y"], dynamic_axes={"x": [0, 1, 2]})
+    _check(prog, model, (x, end), (torch.randn(1, 1, 1), end), (torch.randn(5, 2, 2), other_end))
+    prog = _export(model, (x, end))  # the suite's second run: static, end still an input
+    _check(prog, model, (x, end), (x, other_end))
+
+
+def test_arange_start_out() -> None:
+    _arange_out_case(_ArangeStartOut(torch.float), torch.tensor(8.5), torch.tensor(11.0))
+
+
+def test_dynamic_arange_start_out() -> None:
+    _arange_out_case(_ArangeStartOut(torch.int64), torch.tensor(8), torch.tensor(11))
+
+
+def test_arange_with_floats_out() -> None:
+    # Before, a trace baked the example's end: 9 values where eager gives 4 at 3.2.
+    prog = _export(_ArangeEndOut(), (torch.tensor(8.5),))
+    _check(prog, _ArangeEndOut(), (torch.tensor(8.5),), (torch.tensor(3.2),),
+           (torch.tensor(1.0),))
+    _arange_out_case(_ArangeStartOut(torch.float, 1.5), torch.tensor(8.5), torch.tensor(11.0))

@@ -325,9 +325,10 @@ def _capture_module(
     """torch.export (a Python branch on a data-dependent size takes torch's general side:
     ``_data_dependent``), refined for dynamic shapes; a trace where nothing else works."""
     from pt2onnx.capture import _data_dependent
+    from pt2onnx.capture._out_factories import functional_out_factories
 
     branches: list[str] = []
-    with _data_dependent.general_branches(branches):
+    with _data_dependent.general_branches(branches), functional_out_factories():
         result = _capture_exported(module, args, kwargs, dynamic_shapes, decompositions)
     if branches and not result.traced:
         result.warnings.extend(branches)
