@@ -163,3 +163,30 @@ def test_arange_with_floats_out() -> None:
     _check(prog, _ArangeEndOut(), (torch.tensor(8.5),), (torch.tensor(3.2),),
            (torch.tensor(1.0),))
     _arange_out_case(_ArangeStartOut(torch.float, 1.5), torch.tensor(8.5), torch.tensor(11.0))
+
+
+# -- squeeze of dims that may be 1 (general before this file: kept as regression tests) ----
+
+class _SqueezeAll(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.squeeze(x)
+
+
+def test_squeeze_all_dims() -> None:
+    prog = _export(_SqueezeAll(), (torch.randn(2, 1, 4),), input_names=["input"],
+                   dynamic_axes={"input": {0: "0", 1: "1", 2: "2"}})
+    _check(prog, _SqueezeAll(), (torch.randn(2, 1, 4),), (torch.randn(2, 2, 3),),
+           (torch.randn(1, 1, 1),), (torch.randn(1, 3, 1),))
+
+
+class _SqueezeRuntimeDim(torch.nn.Module):
+    def forward(self, d1: torch.Tensor, d2: torch.Tensor) -> torch.Tensor:
+        t = torch.zeros(d1[0], d2[0])
+        return t.squeeze(0)
+
+
+def test_squeeze_runtime_dim() -> None:
+    d1, d3, d4 = torch.tensor([1]), torch.tensor([3]), torch.tensor([4])
+    for example, other in (((d1, d4), (d3, d4)), ((d3, d4), (d1, d3))):
+        prog = _export(_SqueezeRuntimeDim(), example)
+        _check(prog, _SqueezeRuntimeDim(), example, other)
