@@ -447,7 +447,7 @@ def fixed_size_error(fixed: list[tuple[str, int, list[DeclaredAxis]]],
     """The refusal for declared dims the model fixes; ``fixed_dims`` keeps
     ``(name, size)`` for each, so the capture can ask eager why (``_fixed_dims``)."""
     error = CaptureError(_fixed_size_message(fixed, log))
-    error.fixed_dims = [(name, value) for name, value, _ in fixed]  # type: ignore[attr-defined]
+    error.fixed_dims = [(name, value) for name, value, _ in fixed]
     return error
 
 
