@@ -73,3 +73,16 @@ def test_guard_evaluation(guard: str, holds: bool | None) -> None:
     assert (verdict is not None) == bool(holds)
     if verdict is not None:
         assert verdict[0] == {"B"}
+
+
+
+@pytest.mark.parametrize("guard", [
+    "L['x'].size()[0] + ((-1)*round(L['x'].size()[0] / 2)) >= 0",
+    "math.trunc(0.5*torch.sym_float(L['x'].size()[0])) >= 2",
+    "math.ceil(torch.sym_float(L['x'].size()[0]) / 3) <= L['x'].size()[0]",
+])
+def test_guards_on_python_arithmetic_of_sizes_are_evaluated(guard: str) -> None:
+    """How torch prints a guard on round(), int(), max() or math.ceil() of a size."""
+    verdict = guards_hold(_MESSAGE.format(guard=guard), {"B": {"L['x'].size()[0]"}},
+                          {"B": (4, 64)})
+    assert verdict is not None and verdict[0] == {"B"}

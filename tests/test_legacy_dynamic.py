@@ -190,3 +190,26 @@ def test_squeeze_runtime_dim() -> None:
     for example, other in (((d1, d4), (d3, d4)), ((d3, d4), (d1, d3))):
         prog = _export(_SqueezeRuntimeDim(), example)
         _check(prog, _SqueezeRuntimeDim(), example, other)
+
+
+# -- a guard that holds up to a size, where eager stops too --------------------------------
+
+class _ArangeFromSize(torch.nn.Module):
+    def __init__(self, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, start: torch.Tensor) -> torch.Tensor:
+        return torch.arange(start.size(0), 8.5, 1.5, dtype=self.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64], ids=["int64"])
+def test_symbolic_shape_inference_arange_2(dtype: torch.dtype) -> None:
+    """The legacy test in int64. Its float64 form is still refused: torch.export guards
+    ``sym_float(b) <= 8.5``, which holds only up to 8 (eager raises from 9 on), and
+    pt2onnx narrows a range only from below (docs/dynamic.md)."""
+    model = _ArangeFromSize(dtype)
+    prog = _export(model, (torch.randn(2, 3, 4),), input_names=["x"],
+                   dynamic_axes={"x": [0, 1, 2]})
+    _check(prog, model, (torch.randn(2, 3, 4),), (torch.randn(1, 1, 1),),
+           (torch.randn(5, 2, 2),), (torch.randn(8, 1, 1),))

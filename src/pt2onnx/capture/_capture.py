@@ -328,8 +328,29 @@ def _capture_module(
     from pt2onnx.capture._out_factories import functional_out_factories
 
     branches: list[str] = []
-    with _data_dependent.general_branches(branches), functional_out_factories():
-        result = _capture_exported(module, args, kwargs, dynamic_shapes, decompositions)
+    with _data_dependent.general_branches(branches):
+        try:
+            result = _capture_exported(module, args, kwargs, dynamic_shapes, decompositions)
+        except CaptureError as exc:
+            failed: CaptureError | None = exc
+        else:
+            failed = None
+        if failed is not None or result.traced:
+            # factory(..., out=t) stops torch.export (a data-dependent resize of t), and
+            # the trace left bakes the example's length: captured again with the
+            # factories made functional. Only then: the mode it needs breaks torch.cond
+            # and while_loop, which trace their branches with dynamo.
+            branches.clear()
+            try:
+                with functional_out_factories():
+                    retried = _capture_exported(module, args, kwargs, dynamic_shapes,
+                                                decompositions)
+            except CaptureError:
+                retried = None
+            if retried is not None and not retried.traced:
+                result, failed = retried, None
+            elif failed is not None:
+                raise failed
     if branches and not result.traced:
         result.warnings.extend(branches)
     return result

@@ -35,9 +35,10 @@ from pt2onnx.capture._dynamic import (
 )
 
 EXHAUSTIVE = 1 << 16
-# The range reads "3 <= b <= 64", "b <= 64" (min 0) or "3 <= b" (no max), or is left out.
+# The range reads "3 <= b <= 64" or "b <= 64" (min 0), or is left out. ("3 <= b", with no
+# max, is left to the guards the capture logged.)
 _LINE = re.compile(r"Not all values of (\w+) = (.+?) in the specified range"
-                   r"(?: (?:(\d+) <= )?\w+(?: <= (\d+))?)? satisfy the generated guard (.+)")
+                   r"(?: (?:(\d+) <= )?\w+ <= (\d+))? satisfy the generated guard (.+)")
 _SOURCE = re.compile(r"L\[[^\]]+\](?:\[[^\]]+\]|\.\w+)*?\.size\(\)\[\d+\]")
 
 
@@ -61,11 +62,11 @@ def violated_guards(message: str) -> dict[str, list[str]] | None:
 
 
 # The functions torch prints a guard on Python arithmetic of sizes with (``round(b / 2)``,
-# ``math.trunc(0.5*torch.sym_float(b))``, ``max(1, b // 4)``), as Python computes them.
+# ``math.trunc(0.5*torch.sym_float(b))``), as Python computes them.
 _PYTHON: dict[str, Any] = {
     "Max": max, "Min": min, "abs": abs, "max": max, "min": min, "round": round,
     "trunc": math.trunc, "floor": math.floor, "ceil": math.ceil, "sym_float": float,
-    "sym_int": int, "sym_max": max, "sym_min": min}
+    "sym_int": int}
 
 
 def _compiled(guard: str, sources: set[str]) -> Callable[[int], bool] | None:
