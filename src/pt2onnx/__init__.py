@@ -14,6 +14,7 @@ from pt2onnx.errors import (
     SaveError,
     SizeOneError,
     TranslationError,
+    TypeConstraintError,
     UnsupportedOperatorError,
     VerificationError,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "SaveError",
     "SizeOneError",
     "TranslationError",
+    "TypeConstraintError",
     "UnsupportedOperatorError",
     "VerificationError",
     "VerificationResult",

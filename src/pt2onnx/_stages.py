@@ -38,6 +38,7 @@ from pt2onnx.errors import (
     ExportError,
     InvalidInputError,
     TranslationError,
+    TypeConstraintError,
     UnsupportedOperatorError,
     VerificationError,
 )
@@ -324,7 +325,21 @@ class Stages:
 
     # -- optimize -------------------------------------------------------------------------
     def optimize(self, model: ir.Model) -> ir.Model:
-        return passes.optimize(model) if self.call.optimize else passes.cleanup(model)
+        """The passes, then the type check: a node that breaks its schema's type
+        constraints is an export error here, never a file that fails to load."""
+        model = passes.optimize(model) if self.call.optimize else passes.cleanup(model)
+        found = passes.type_check.violations(model)
+        if found:
+            self.write_report()
+            shown = "\n".join(f"  - {v}" for v in found[:10])
+            more = f"\n  ... and {len(found) - 10} more" if len(found) > 10 else ""
+            raise TypeConstraintError(
+                f"{len(found)} node(s) of the translated graph break their ONNX schema's "
+                f"type constraints, so no runtime would load the file:\n{shown}{more}\n"
+                "Next step: the rule named above writes mixed dtypes; fix or override it "
+                "(custom_translations={op: fn}, docs/extending.md), or report it as a "
+                "pt2onnx issue with the op and the dtypes.", found)
+        return model
 
     def check_loads(self, model: ir.Model, program: torch.export.ExportedProgram) -> None:
         """Warns about ops onnxruntime's CPU build cannot load; applies torch.onnx's

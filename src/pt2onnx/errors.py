@@ -46,6 +46,17 @@ class TranslationError(ExportError):
     """A translation rule failed on a node."""
 
 
+class TypeConstraintError(TranslationError):
+    """A node of the translated graph breaks its ONNX schema's type constraints (two
+    dtypes bound to one type parameter, or a dtype the op does not take), so no runtime
+    would load the file. ``violations`` lists each node with the rule that wrote it and
+    the model line."""
+
+    def __init__(self, message: str, violations: list[object] | None = None) -> None:
+        super().__init__(message)
+        self.violations = list(violations or [])
+
+
 class SaveError(ExportError, OSError):
     """The model could not be written to the requested path."""
 

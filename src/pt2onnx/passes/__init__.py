@@ -21,13 +21,14 @@ from pt2onnx.passes import (
     runtime_workarounds,
     single_term_products,
     transposed_matvec,
+    type_check,
     unsplit_heads,
 )
 
 # The door: the pipelines; each pass module above is public too.
 __all__ = [
     "cleanup", "fold_batch_norm", "optimize", "ort_cpu_types", "pad_before_max_pool",
-    "runtime_workarounds", "single_term_products", "transposed_matvec", "unsplit_heads",
+    "runtime_workarounds", "single_term_products", "transposed_matvec", "type_check", "unsplit_heads",
 ]
 
 

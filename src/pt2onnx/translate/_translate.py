@@ -406,7 +406,7 @@ class Translator:
         _check_result(node, result, entry.fn, source_of(node, self._source_cache))
         if isinstance(result, ir.Value) and not self._outer:
             self.fx_values[node.name] = (result, getattr(entry.fn, "__qualname__", str(entry.fn)))
-        self._finish(node, result, start)
+        self._finish(node, result, start, entry.fn)
         if isinstance(mutated, torch.fx.Node):
             self.env[mutated] = result
 
@@ -509,7 +509,7 @@ class Translator:
             return self._as_value(Const(a))
         return self.g.const(a)
 
-    def _finish(self, node: torch.fx.Node, result: Any, start: int) -> None:
+    def _finish(self, node: torch.fx.Node, result: Any, start: int, rule: Any = None) -> None:
         self.env[node] = result
         val = node.meta.get("val")
         # Inside a decomposition, names, source and annotations are the decomposed node's.
@@ -540,8 +540,12 @@ class Translator:
         if custom and isinstance(custom.get("pt2onnx.annotate"), dict):
             props.update({k: str(v) for k, v in custom["pt2onnx.annotate"].items()})
         prefix = f"{src.module}/" if src.module else ""
+        # The rule that wrote each node, in memory only (the type check names it).
+        written_by = _rule_name(rule) if rule is not None else None
         for i, onnx_node in enumerate(new_nodes):
             onnx_node.metadata_props.update(props)
+            if written_by:
+                onnx_node.meta["pt2onnx.rule"] = written_by
             onnx_node.name = f"{prefix}{label}" + (f"#{i}" if i else "")
             self.histogram[onnx_node.op_type] = self.histogram.get(onnx_node.op_type, 0) + 1
 
@@ -574,3 +578,10 @@ class Translator:
         value = ir.Value(name=node.name)
         self._type_value(value, val)
         return value
+
+
+def _rule_name(fn: Any) -> str:
+    """``module.qualname`` of a rule function (``pt2onnx.rules.attention.sdpa``)."""
+    qualname = getattr(fn, "__qualname__", None) or str(fn)
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{qualname}" if module else qualname
