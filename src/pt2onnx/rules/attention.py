@@ -8,7 +8,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx.rule_api import RuleContext, onnx_dtype, torch_dtype, translation
+from pt2onnx.rule_api import RuleContext, dtype_of, onnx_dtype, torch_dtype, translation
 from pt2onnx.rules._common import aten, present, rank
 
 
@@ -34,7 +34,7 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
         return g.cast(out, ir.DataType.BFLOAT16)
     scores = _scores(g, q, k, attn_mask, is_causal, scale, enable_gqa)
     out = g.op.MatMul(g.op.Softmax(scores, axis=-1), _gqa_v(g, q, v, enable_gqa))
-    return _zero_masked_rows(g, scores, out) if attn_mask is not None else out
+    return _zero_masked_rows(g, scores, out, q) if attn_mask is not None else out
 
 
 @translation(present("_scaled_dot_product_flash_attention_for_cpu.default"))
@@ -46,13 +46,13 @@ def sdpa_flash_cpu(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value,
     scores = _scores(g, q, k, attn_mask, is_causal, scale, False)
     out = g.op.MatMul(g.op.Softmax(scores, axis=-1), v)
     if attn_mask is not None:
-        out = _zero_masked_rows(g, scores, out)
+        out = _zero_masked_rows(g, scores, out, q)
     lse_dtype = onnx_dtype(g.meta[1].dtype)
     lse = g.op.ReduceLogSumExp(g.cast(scores, lse_dtype), g.const([-1]), keepdims=0)
     return out, lse
 
 
-def _zero_masked_rows(g: RuleContext, scores: ir.Value, out: ir.Value) -> ir.Value:
+def _zero_masked_rows(g: RuleContext, scores: ir.Value, out: ir.Value, q: ir.Value) -> ir.Value:
     """torch's sdpa returns 0 for a query whose mask hides every key (softmax over all
     -inf would be NaN). A left-padded batch has such rows, and a NaN there reaches the
     next layer's keys and values, where even a zero attention weight keeps it."""
@@ -60,7 +60,9 @@ def _zero_masked_rows(g: RuleContext, scores: ir.Value, out: ir.Value) -> ir.Val
     # shape inference (which its transformer optimizer needs to fuse SkipLayerNorm)
     # cannot infer a ReduceMax whose axes are an input (opset 18+), and stops there.
     best = g.op.GatherElements(scores, g.op.ArgMax(scores, axis=-1, keepdims=1), axis=-1)
-    dtype = out.dtype or g.dtype  # the scores' dtype, as q's
+    # The scores' dtype is q's, which is not the node's output dtype where bfloat16
+    # attention is computed in float32 (g.dtype would be bfloat16 there).
+    dtype = dtype_of(q)
     hidden = g.op.LessOrEqual(best, g.const(_lowest(dtype), dtype))  # -inf or the lowest
     return g.op.Where(hidden, g.const(0.0, dtype), out)
 
