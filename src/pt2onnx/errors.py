@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pt2onnx._compat import exporter_error_base
@@ -52,9 +53,9 @@ class TypeConstraintError(TranslationError):
     would load the file. ``violations`` lists each node with the rule that wrote it and
     the model line."""
 
-    def __init__(self, message: str, violations: list[object] | None = None) -> None:
+    def __init__(self, message: str, violations: Sequence[object] = ()) -> None:
         super().__init__(message)
-        self.violations = list(violations or [])
+        self.violations = list(violations)
 
 
 class SaveError(ExportError, OSError):
