@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -153,3 +154,20 @@ def test_all_errors_are_export_errors():
     for cls in (pt2onnx.InvalidInputError, pt2onnx.CaptureError, pt2onnx.OpsetError,
                 pt2onnx.SaveError, pt2onnx.TranslationError, pt2onnx.UnsupportedOperatorError):
         assert issubclass(cls, pt2onnx.ExportError)
+
+
+class _ExpandFromOne(torch.nn.Module):
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        return x.expand(3, -1, 4)
+
+
+def test_failed_capture_attempts_do_not_log_torch_tracebacks(caplog):  # type: ignore[no-untyped-def]
+    """pt2onnx tries several captures before it refuses; torch's ERROR logs of each failed
+    one ("Error while creating guard" with a traceback, "always_classified is
+    unsupported") stay off stderr, and the typed refusal says why."""
+    with caplog.at_level(logging.ERROR):
+        with pytest.raises(pt2onnx.CaptureError, match="fixed to 1"):
+            pt2onnx.export(_ExpandFromOne(), (torch.randn(1, 1, 4),),
+                           dynamic_shapes={"x": {0: torch.export.Dim("a")}})
+    torch_errors = [r for r in caplog.records if r.name.startswith("torch")]
+    assert not torch_errors, [r.getMessage()[:200] for r in torch_errors]

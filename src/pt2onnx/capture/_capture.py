@@ -315,6 +315,25 @@ def named_var_kwargs(module: Any, kwargs: dict[str, Any]) -> Iterator[None]:
             del module.__dict__["forward"]
 
 
+@contextlib.contextmanager
+def _quiet_guard_errors() -> Iterator[None]:
+    """torch logs each capture that fails on its guards at ERROR level, with a traceback
+    ("Error while creating guard"), and each strict capture's "always_classified is
+    unsupported". pt2onnx tries several captures and reports why the last one failed
+    itself, so those logs are kept off the user's stderr while it tries."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("torch._guards", "torch.export._trace")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
 def _capture_module(
     module: Any,
     args: tuple[Any, ...],
@@ -328,7 +347,7 @@ def _capture_module(
     from pt2onnx.capture._out_factories import functional_out_factories
 
     branches: list[str] = []
-    with _data_dependent.general_branches(branches):
+    with _data_dependent.general_branches(branches), _quiet_guard_errors():
         try:
             result = _capture_exported(module, args, kwargs, dynamic_shapes, decompositions)
         except CaptureError as exc:
