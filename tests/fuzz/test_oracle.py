@@ -139,3 +139,42 @@ def test_a_wrong_dtype_gets_no_second_opinion(monkeypatch: Any) -> None:
                         lambda exporter, module, args, spec: real(exporter, Wider(), args, spec))
     out = oracle.check_source(_SOURCE.format(half=True, dtype="torch.float16"))
     assert out.cls == "mismatch" and "dtype" in out.detail, out
+
+
+_DYNAMIC = '''
+import torch
+
+B = (5, 7)
+HALF = False
+
+
+class Program(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def make_inputs(b=5):
+    return (torch.randn(b, 3),)
+
+
+def dynamic_shapes():
+    return ({0: torch.export.Dim("B", min=2, max=64)},)
+'''
+
+
+@pytest.mark.parametrize(("message", "typed"), [
+    ("the dynamic shapes declare a dim that can only take one size in this model: after "
+     "torch.export's own suggested fixes (...), the dims it captured exclude the example "
+     "itself", True),  # capture._check_example_fits (fuzz seed 3702, program 819)
+    ("the dynamic shapes declare a dim that can only take one size in this model:\n"
+     "  - B is fixed to 5 by the model", True),
+    ("something went wrong", False),
+])
+def test_which_capture_errors_are_typed_refusals(monkeypatch: Any, message: str,
+                                                 typed: bool) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise pt2onnx.CaptureError(message)
+
+    monkeypatch.setattr(oracle, "export", refuse)
+    out = oracle.check_source(_DYNAMIC)
+    assert out.cls == "export_error" and out.typed is typed, out

@@ -306,7 +306,8 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
         msg = str(e)
         # Acceptable: a typed error that names the op, or a typed capture error that
         # names the dynamic dim the model fixes or whose range a guard excludes (the
-        # program's dynamic spec is wrong).
+        # program's dynamic spec is wrong), or whose captured range excludes the example
+        # (capture._check_example_fits).
         # A rule that crashed (an assertion or a Python error inside it) is a pt2onnx
         # bug even though its TranslationError names the op.
         crashed = isinstance(e, pt2onnx.TranslationError) and isinstance(e.__cause__, (
@@ -316,7 +317,7 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
             isinstance(e, pt2onnx.SizeOneError) or "would fix every dim" in msg
             or bool(_OP_NAME.search(msg)) or (
                 isinstance(e, pt2onnx.CaptureError) and "dynamic shapes" in msg
-                and ("fixed" in msg or "rejected" in msg)))
+                and ("fixed" in msg or "rejected" in msg or "exclude the example" in msg)))
         return Outcome("export_error", _first_lines(e), typed)
     try:
         onnx.checker.check_model(proto, full_check=True)
