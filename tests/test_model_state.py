@@ -11,6 +11,7 @@ leaves it, so the model and the file hold the same weights.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import pt2onnx
@@ -136,6 +137,9 @@ class _ShapeKeyedCache(torch.nn.Module):
         return x.flatten(2)[:, :2] * self.anchors + self.anchors.sum()
 
 
+@pytest.mark.skipif(tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13),
+                    reason="torch 2.12 defers the key comparison's guard to a symbolic bool, "
+                           "which Python's if cannot take (TraceError): a typed refusal there")
 def test_state_left_at_another_size_is_refilled_at_the_example():
     """The model's last eager call was at batch 3, the export's example is batch 1 with
     a dynamic batch (issue 37: YOLO11n seg, pose and obb were refused, "torch.export

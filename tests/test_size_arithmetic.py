@@ -21,6 +21,8 @@ from torch.export import Dim
 import pt2onnx
 from pt2onnx.capture._resize import outside_ranges
 
+_TORCH = tuple(int(p) for p in torch.__version__.split(".")[:2])
+
 
 class IntHalf(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -90,6 +92,13 @@ def _check(model: torch.nn.Module, prog: pt2onnx.OnnxProgram, sizes: list[tuple[
                          ids=["int_true_division", "ceil_of_division", "floordiv_round_mod_max",
                               "round_guard_without_a_fix", "int_of_a_product"])
 def test_size_arithmetic_is_computed_at_run_time(model: torch.nn.Module) -> None:
+    if isinstance(model, (RoundNarrow, IntOfProduct)) and _TORCH < (2, 13):
+        # torch 2.12 defers the guards (_compat.DEFERRED_GUARDS): the capture at a second
+        # size finds the length held at the example's value (int), or the deferred guard
+        # cannot steer Python's control flow (round): a typed refusal, no file.
+        with pytest.raises(pt2onnx.CaptureError):
+            _export(model, 12)
+        return
     prog = _export(model, 12)
     _check(model, prog, [(2, 12), (1, 1), (3, 7), (2, 29)])
 

@@ -357,8 +357,9 @@ def _capture_module(
         if failed is not None or result.traced:
             # factory(..., out=t) stops torch.export (a data-dependent resize of t), and
             # the trace left bakes the example's length: captured again with the
-            # factories made functional. Only then: the mode it needs breaks torch.cond
-            # and while_loop, which trace their branches with dynamo.
+            # factories made functional. Only then: the TorchFunctionMode it needs breaks
+            # torch.cond and while_loop (they compile their branches with dynamo, and a
+            # failed compile stays cached for the process's later eager calls).
             branches.clear()
             try:
                 with functional_out_factories():
