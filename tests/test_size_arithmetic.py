@@ -142,3 +142,51 @@ def test_ranges_that_exclude_the_example_are_found() -> None:
     assert len(below) == 1 and "outside" in below[0], below
     off = outside_ranges(ep, (torch.randn(2, 130),), {})
     assert len(off) == 1 and "does not take" in off[0], off
+
+
+def test_len_of_a_size_in_code_run_by_exec_is_kept_symbolic() -> None:
+    """``len(x)`` must return a Python int, so non-strict torch.export fixes the dim;
+    strict mode keeps it symbolic, but imports the forward's module by its ``__name__``,
+    which code run by ``exec`` in its own namespace does not have ("No module named
+    ..."): the fuzzer's programs, a generated model definition. While the capture runs
+    the namespace is importable (capture/_importable.py), and nothing is left behind."""
+    import sys
+
+    source = (
+        "import torch\n"
+        "class Halves(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.mul(x[: len(x) - len(x) // 2], 2)\n"
+    )
+    scope: dict = {"__name__": "pt2onnx_test_exec_namespace"}
+    exec(compile(source, "<generated model>", "exec"), scope)
+    model = scope["Halves"]()
+    prog = pt2onnx.export(model, (torch.randn(6, 3),),
+                          dynamic_shapes={"x": {0: torch.export.Dim("n", max=64)}})
+    assert "pt2onnx_test_exec_namespace" not in sys.modules
+    for n in (1, 2, 6, 7):
+        x = torch.randn(n, 3)
+        np.testing.assert_allclose(prog.run(x)[0], model(x).numpy(), rtol=1e-6)
+
+
+class _RepeatsFromSizes(torch.nn.Module):
+    """The fuzzer's seed 3702 program 307: repeats computed from sizes, 0 once t > 3."""
+
+    def forward(self, x, t):
+        return x.repeat_interleave(min(len(x) // max(len(t), 1), 3), dim=0)
+
+
+def test_a_computed_size_that_can_be_0_is_an_empty_dim() -> None:
+    """repeat_interleave's view to ``(3 * r, t, 4)`` with ``r = min(3 // t, 3)``: at
+    t > 3, r is 0, and a Reshape without allowzero reads that 0 as "copy the input's
+    dim" (onnxruntime refused the file at its own example). A size computed from others
+    that can be 0 gets allowzero; a declared dim keeps the plain Reshape."""
+    t = Dim("t", min=1, max=64)
+    at = lambda n: (torch.randn(3, n, 4), torch.randn(n, 2))  # noqa: E731
+    prog = pt2onnx.export(_RepeatsFromSizes(), at(5), dynamic_shapes=({1: t}, {0: t}))
+    for n in (1, 2, 3, 4, 5, 9):
+        expected = _RepeatsFromSizes()(*at(n))
+        got = prog.run(*at(n))[0]
+        assert got.shape == tuple(expected.shape)
+    for n in (1, 5):
+        assert prog.verify(*at(n)).ok

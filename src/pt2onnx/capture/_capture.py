@@ -17,10 +17,12 @@ from pt2onnx.capture import (
     _second_size,
     _size_one,
 )
-from pt2onnx.capture._model_state import no_leaked_fake_tensors, refill_state
+from pt2onnx.capture._importable import importable_code
+from pt2onnx.capture._model_state import no_leaked_fake_tensors
 from pt2onnx.capture._model_state import preserved_state as preserved_state
 from pt2onnx.capture._spec import _complete_dynamic_shapes
 from pt2onnx.capture._spec import user_dim_names as user_dim_names
+from pt2onnx.capture._stateful import drop_resized_buffer_writes, with_state_retries
 from pt2onnx.capture._trace import trace
 from pt2onnx.errors import CaptureError, InvalidInputError
 from pt2onnx.frontends import (
@@ -183,7 +185,8 @@ def capture(
     packed = packed_rnn_substitutions(notes, plain=True) if has_rnn \
         else packed_rnn_substitutions(notes) if holds_hidden_rnn(module) \
         else contextlib.nullcontext()
-    with no_leaked_fake_tensors(module), named_var_kwargs(module, kwargs):
+    with no_leaked_fake_tensors(module), named_var_kwargs(module, kwargs), \
+            importable_code(module):
         recorded: CaptureResult | str | None = None
         if record and dynamic_shapes is None and _record_enabled():
             # A packed sequence is never recorded: its shapes come from the lengths.
@@ -191,24 +194,14 @@ def capture(
         if isinstance(recorded, CaptureResult):
             return recorded
         with packed:
-            try:
-                result = _capture_module(module, args, kwargs, dynamic_shapes, decompositions)
-            except CaptureError as exc:
-                # State keyed by the input shape, left at another size by an earlier
-                # eager call, can be what fixes a declared dim: one eager call at the
-                # example refills it (refill_state), then the capture runs again.
-                refilled = refill_state(module, args, kwargs) if dynamic_shapes else []
-                if not refilled:
-                    raise
-                try:
-                    result = _capture_module(module, args, kwargs, dynamic_shapes,
-                                             decompositions)
-                except CaptureError:
-                    raise exc from None
-                shown = ", ".join(refilled[:4]) + (", ..." if len(refilled) > 4 else "")
-                notes.append(f"the model's state keyed by its input ({shown}) was left at "
-                             "another size by an earlier eager call; one eager call at the "
-                             "example refilled it before the capture")
+            result = with_state_retries(
+                module, args, kwargs, dynamic_shapes is not None,
+                lambda: _capture_module(module, args, kwargs, dynamic_shapes, decompositions),
+                notes)
+        if not result.traced and (dropped := drop_resized_buffer_writes(result.program)):
+            notes.append(f"the forward replaces buffers ({', '.join(dropped[:4])}) with "
+                         "tensors of another shape; the file holds no state, so their "
+                         "write-back was dropped")
         if recorded is not None:
             result.fallbacks.insert(0, recorded)
     if notes:  # pack -> RNN -> unpack became pt2onnx::packed_rnn

@@ -99,7 +99,7 @@ def materialize_lazy(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 @contextlib.contextmanager
 def preserved_state(model: Any) -> Iterator[None]:
     """An export leaves the model as it found it: each module's hooks, attributes, class,
-    training flag and parameters' ``requires_grad`` are put back (a lazy module the run
+    training flag, replaced buffers and parameters' ``requires_grad`` are put back (a lazy module the run
     materialized stays materialized, see above). transformers installs output-capturing
     hooks during a forward; left behind by the captured run, they broke Segformer's next
     eager call."""
@@ -112,6 +112,9 @@ def preserved_state(model: Any) -> Iterator[None]:
     classes = [(m, type(m)) for m in modules]
     lazy = [m for m in modules if _pending_lazy(m)]
     training = [(m, m.training) for m in modules]
+    # A buffer the forward replaces (self.grid = make_grid(h, w)) goes back too; one it
+    # changes in place keeps its object, and is not touched here.
+    buffers = [(m, dict(m._buffers), set(m._non_persistent_buffers_set)) for m in modules]
     grads = [(p, p.requires_grad) for p in model.parameters()]
     try:
         # Every attribute the export's runs wrote goes back too: transformers 5.24 marks
@@ -132,6 +135,14 @@ def preserved_state(model: Any) -> Iterator[None]:
                 m.__class__ = cls
         for m, flag in training:
             m.training = flag
+        for m, saved_buffers, non_persistent in buffers:
+            if id(m) in kept or (m._buffers.keys() == saved_buffers.keys() and all(
+                    m._buffers[k] is v for k, v in saved_buffers.items())):
+                continue
+            m._buffers.clear()
+            m._buffers.update(saved_buffers)
+            m._non_persistent_buffers_set.clear()
+            m._non_persistent_buffers_set.update(non_persistent)
         for p, flag in grads:
             if p.requires_grad != flag:
                 p.requires_grad_(flag)

@@ -32,6 +32,12 @@ def _known_true(cond: Any) -> bool:
     return bool(statically_known_true(cond))
 
 
+def _computed_can_be_0(d: Any) -> bool:
+    """A size computed from others (not a declared dim itself) that may be 0 at run
+    time: torch cannot prove it at least 1 over the declared ranges."""
+    return isinstance(d, torch.SymInt) and not d.node.expr.is_symbol and not _known_true(d >= 1)
+
+
 @translation([aten.view.default, aten._unsafe_view.default, aten.reshape.default])
 def view(g: RuleContext, x: ir.Value, size: list[Any]) -> ir.Value:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
@@ -42,6 +48,14 @@ def view(g: RuleContext, x: ir.Value, size: list[Any]) -> ir.Value:
     # are dynamic: the fuzzer's Reshape of an empty tensor with a dynamic batch).
     zero = 0 in static if static is not None else any(
         isinstance(s, int) and s == 0 for s in size)
+    if static is None and not zero and not g.is_complex and any(
+            _computed_can_be_0(d) for d in g.shape):
+        # A size computed from others that can be 0 over the declared range (the
+        # repeats min(t // b, 3) in repeat_interleave's view, at b > t) is empty there.
+        # allowzero cannot hold a -1 beside that 0: the output's own sizes replace it.
+        zero = True
+        if any(isinstance(s, int) and s == -1 for s in size):
+            size = list(g.shape)
     return g.op.Reshape(x, shape_value(g, size), allowzero=1 if zero else None)
 
 
