@@ -190,3 +190,22 @@ def test_a_computed_size_that_can_be_0_is_an_empty_dim() -> None:
         assert got.shape == tuple(expected.shape)
     for n in (1, 5):
         assert prog.verify(*at(n)).ok
+
+
+class _ScaledBySqrtOfSize(torch.nn.Module):
+    """Attention-style scaling by a size (the fuzzer's seed 3702 program 295)."""
+
+    def forward(self, x):
+        return x[:, : len(x[0]) - len(x[0]) // 2] / math.sqrt(x.size(1) + 1)
+
+
+def test_math_of_a_size_in_a_strict_capture() -> None:
+    """Strict torch.export records ``math.sqrt`` of a size as ``torch._sym_sqrt`` (and
+    sin, cos, ..., log2 as ``torch._sym_*``), which had no rule."""
+    t = Dim("t", min=1, max=64)
+    prog = pt2onnx.export(_ScaledBySqrtOfSize(), (torch.randn(2, 6),),
+                          dynamic_shapes=({1: t},))
+    for n in (1, 6, 7, 30):
+        x = torch.randn(2, n)
+        np.testing.assert_allclose(prog.run(x)[0], _ScaledBySqrtOfSize()(x).numpy(),
+                                   rtol=1e-5, atol=1e-6)

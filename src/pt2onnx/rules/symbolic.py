@@ -177,3 +177,22 @@ if hasattr(torch, "sym_sum"):
         """torch.sym_sum(args)"""
         _, vals = _operands(g, *args)
         return g.op.Sum(*vals)
+
+
+def _unary_math(onnx_op: str):  # type: ignore[no-untyped-def]
+    def rule(g: RuleContext, a: Any) -> ir.Value:
+        x = g.cast(a, _F) if isinstance(a, ir.Value) else g.const(float(a), _F)
+        if onnx_op == "Log2":
+            return g.op.Div(g.op.Log(x), g.const(math.log(2.0), _F))
+        return getattr(g.op, onnx_op)(x)
+
+    rule.__doc__ = f"math function of a size (strict torch.export's torch._sym_*) as ONNX {onnx_op}"
+    return rule
+
+
+# Dynamo records math.sqrt(t + 1) and the like on a size as torch._sym_sqrt(...).
+for _name, _onnx in (("sqrt", "Sqrt"), ("cos", "Cos"), ("cosh", "Cosh"), ("sin", "Sin"),
+                     ("sinh", "Sinh"), ("tan", "Tan"), ("tanh", "Tanh"), ("asin", "Asin"),
+                     ("acos", "Acos"), ("atan", "Atan"), ("log2", "Log2")):
+    if hasattr(torch, f"_sym_{_name}"):
+        translation(getattr(torch, f"_sym_{_name}"))(_unary_math(_onnx))
