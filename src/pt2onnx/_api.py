@@ -31,7 +31,12 @@ from pt2onnx.errors import (
     InvalidInputError,
     OpsetError,
 )
-from pt2onnx.frontends import register_mappings, register_output_containers
+from pt2onnx.frontends import (
+    check_precision_io,
+    precision_name,
+    register_mappings,
+    register_output_containers,
+)
 from pt2onnx.save import check_path
 
 MIN_OPSET = 17
@@ -76,6 +81,8 @@ def export(
     weights: Any = None,
     dynamic: bool = False,
     quantized_io: str = "float",
+    precision: str | torch.dtype = "keep",
+    precision_io: str = "keep",
     **torch_onnx_options: Any,
 ) -> OnnxProgram:
     """Exports a PyTorch model to ONNX.
@@ -107,6 +114,17 @@ def export(
             boundary: ``"float"`` (default) as their dequantized values, ``"triple"``
             as (integer values, scale, zero point), as the TorchScript exporter did
             (docs/migration.md).
+        precision: the dtype the file's weights and compute are in: ``"keep"`` (default:
+            the model's own), ``"float32"``, ``"float16"`` or ``"bfloat16"`` (also
+            ``"fp32"``, ``"fp16"``, ``"bf16"``, or the torch dtype). A copy of the model is
+            converted (as ``model.to(dtype)`` would) and captured on the example cast to
+            that dtype; the model passed in is left as it was. With float16 and bfloat16,
+            softmax, the normalizations, the reductions and the losses compute in float32
+            (docs/compatibility.md lists them).
+        precision_io: with a ``precision``, the dtypes of the file's floating inputs and
+            outputs: ``"keep"`` (default) those of the example inputs and of the model
+            (cast to and from the target precision inside the file), ``"convert"`` the
+            target precision.
         **torch_onnx_options: every other keyword of ``torch.onnx.export``
             (``opset_version``, ``export_params``, ``keep_initializers_as_inputs``,
             ``training``, ``custom_opsets``, ``verbose``, ``custom_translation_table``,
@@ -131,6 +149,7 @@ def export(
                 opset=opset, external_data=external_data, optimize=optimize, verify=verify,
                 report=report, custom_translations=custom_translations, weights=weights,
                 dynamic=dynamic, legacy=legacy, quantized_io=quantized_io,
+                precision=precision, precision_io=precision_io,
             )
     finally:
         if gc_was_enabled:
@@ -148,6 +167,7 @@ def _export(
     output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
     verify: bool, report: Any, custom_translations: Any, weights: Any, dynamic: bool = False,
     legacy: _legacy.Options | None = None, quantized_io: str = "float",
+    precision: Any = "keep", precision_io: str = "keep",
 ) -> OnnxProgram:
     """The pipeline: each step is one call into one stage (_stages.py holds the glue)."""
     call = _normalize(
@@ -155,12 +175,14 @@ def _export(
         output_names=output_names, dynamic_axes=dynamic_axes, opset=opset,
         external_data=external_data, optimize=optimize, verify=verify, report=report,
         custom_translations=custom_translations, weights=weights, dynamic=dynamic,
-        legacy=legacy or _legacy.Options(), quantized_io=quantized_io)
+        legacy=legacy or _legacy.Options(), quantized_io=quantized_io, precision=precision,
+        precision_io=precision_io)
     stages = _stages.Stages(call)
     rep = stages.rep
 
     with rep.stage("capture"):
         rep.warnings.extend(materialize_lazy(call.model, call.args, call.kwargs))
+        stages.convert_precision()  # a converted copy of the model, for precision=
         captured = stages.capture(stages.record)
     stages.choose_opset(captured, MAX_OPSET)
     stages.captured_first(captured)
@@ -196,7 +218,8 @@ def _normalize(
     model: Any, args: Any, f: Any, *, kwargs: Any, dynamic_shapes: Any, input_names: Any,
     output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
     verify: bool, report: Any, custom_translations: Any, weights: Any, dynamic: bool,
-    legacy: _legacy.Options, quantized_io: str = "float",
+    legacy: _legacy.Options, quantized_io: str = "float", precision: Any = "keep",
+    precision_io: str = "keep",
 ) -> _stages.Call:
     """The call checked and in one form: opset, inputs (a trailing dict of keyword
     inputs split off), paths, rules, and the dynamic shapes of whichever kind was given."""
@@ -206,6 +229,8 @@ def _normalize(
             "outputs as their dequantized values, the default) or 'triple' ((integer "
             "values, scale, zero point), as the TorchScript exporter wrote them). Next "
             "step: pass one of those.")
+    precision = precision_name(precision)
+    precision_io = check_precision_io(precision_io)
     target_opset = _check_opset(opset)
     args, kwargs = check_args(args, kwargs)
     args, kwargs = split_trailing_kwargs(model, args, kwargs)
@@ -233,7 +258,8 @@ def _normalize(
         input_names=list(input_names) if input_names else None,
         output_names=list(output_names) if output_names else None, optimize=optimize,
         verify=verify, external_data=external_data, weights=weights, legacy=legacy,
-        quantized_io=quantized_io, opset_named=opset is not None)
+        quantized_io=quantized_io, opset_named=opset is not None, precision=precision,
+        precision_io=precision_io)
 
 
 def _dynamic_spec(

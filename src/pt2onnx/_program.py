@@ -19,10 +19,12 @@ from pt2onnx.errors import ExportError, InvalidInputError
 from pt2onnx.report import ExportReport
 from pt2onnx.save import PROTO_LIMIT_BYTES, initializer_bytes, save_model
 from pt2onnx.verify import (
+    TOLERANCES,
     VerificationResult,
     compare,
     flatten_outputs,
     flatten_tensors,
+    narrowest_float,
     require_onnxruntime,
     to_numpy,
 )
@@ -76,6 +78,17 @@ def _float32_boundary(proto: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
+def _as_input(array: np.ndarray, value: ir.Value) -> np.ndarray:
+    """A floating ``array`` in the floating dtype of the graph input ``value``."""
+    dtype = value.dtype
+    floating = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
+                ir.DataType.BFLOAT16)
+    if dtype not in floating or not (array.dtype.kind == "f" or array.dtype == _BF16):
+        return array
+    want = _BF16 if dtype == ir.DataType.BFLOAT16 else dtype.numpy()
+    return array if array.dtype == want else array.astype(want)
+
+
 class OnnxProgram:
     """An exported ONNX model, with the means to save, run and verify it."""
 
@@ -103,6 +116,9 @@ class OnnxProgram:
         # quantized_io='triple': the quantized leaves of the inputs and outputs (passes/
         # quantized_io.py), each fed and returned as (integer values, scale, zero point)
         self._triples: tuple[list[Any], list[Any]] | None = None
+        # precision=: the dtype the model was converted to; floating inputs are cast to
+        # the file's input dtypes when run.
+        self._precision: torch.dtype | None = None
 
     def __repr__(self) -> str:
         g = self.model.graph
@@ -168,7 +184,22 @@ class OnnxProgram:
                 f"the ONNX model takes {len(inputs)} tensor inputs "
                 f"({[v.name for v in inputs]}) but {len(arrays)} were given."
             )
+        if self._precision is not None:  # float inputs in the dtype the file takes
+            arrays = [_as_input(a, v) for a, v in zip(arrays, inputs)]
         return arrays
+
+    def _tolerance(self, atol: float | None, rtol: float | None) -> tuple[float, float]:
+        """The given atol and rtol, or the defaults for the narrowest floating type the
+        file computes in (verify.TOLERANCES)."""
+        if atol is not None and rtol is not None:
+            return atol, rtol
+        g = self.model.graph
+        dtypes = {v.dtype for v in (*g.inputs, *g.outputs, *g.initializers.values())}
+        dtypes.update(v.dtype for node in g for v in node.outputs)
+        if self._precision is not None:
+            dtypes.add(self._precision)
+        default = TOLERANCES[narrowest_float(d for d in dtypes if d is not None)]
+        return (default[0] if atol is None else atol, default[1] if rtol is None else rtol)
 
     def _dequantized_outputs(self, actual: list[np.ndarray], names: list[str],
                              ) -> tuple[list[np.ndarray], list[str]]:
@@ -240,10 +271,14 @@ class OnnxProgram:
         return debug.save_testcase(self.model, directory, arrays, outputs)
 
     def verify(
-        self, *args: Any, atol: float = 1e-4, rtol: float = 1e-3, bisect: bool = False,
-        **kwargs: Any,
+        self, *args: Any, atol: float | None = None, rtol: float | None = None,
+        bisect: bool = False, **kwargs: Any,
     ) -> VerificationResult:
         """Compares each output with eager PyTorch: max abs/rel error per output.
+
+        An output matches where its max abs error is at most ``atol + rtol * max|eager|``;
+        by default (None) 1e-4 and 1e-3, or for a file that computes in float16
+        or bfloat16 4 units of that type's rounding (``verify.TOLERANCES``).
 
         Called with no inputs, it runs the export's example inputs and then, for a
         model with dynamic dims, the same inputs at a second size of every dim
@@ -254,6 +289,7 @@ class OnnxProgram:
         """
         if self._module is None:
             raise ExportError("this program has no eager model to compare against.")
+        atol, rtol = self._tolerance(atol, rtol)
         if args or kwargs:
             result = self._verify_once(args, kwargs, atol, rtol, bisect)
         else:

@@ -43,6 +43,8 @@ from pt2onnx.errors import (
     VerificationError,
 )
 from pt2onnx.frontends import (
+    Converted,
+    convert_precision,
     has_tensor_keys,
     keys_as_inputs,
     needs_rewrite,
@@ -86,6 +88,8 @@ class Call:
     legacy: _legacy.Options = field(default_factory=_legacy.Options)
     quantized_io: str = "float"  # "triple": (integer values, scale, zero point)
     opset_named: bool = True  # False: the caller left the opset to pt2onnx
+    precision: str = "keep"  # the target precision's name (frontends.PRECISIONS)
+    precision_io: str = "keep"
 
 
 class Stages:
@@ -108,6 +112,47 @@ class Stages:
         self.record = not any(composite(op) for op in call.custom)
         self.dim_names: list[dict[int, str]] | None = None
         self.tie_sizes: dict[str, list[tuple[int, int]]] = {}
+        self.converted: Converted | None = None  # precision=: the model's converted copy
+        self.original: tuple[Any, tuple[Any, ...], dict[str, Any]] | None = None
+
+    # -- precision ----------------------------------------------------------------------
+    def convert_precision(self) -> None:
+        """For ``precision=``: the model to capture is a converted copy, the example is
+        cast to its dtype (the caller's model and example are kept for the I/O)."""
+        call = self.call
+        if call.precision == "keep":
+            return
+        self.original = (call.model, call.args, call.kwargs)
+        self.converted = convert_precision(call.model, call.args, call.kwargs,
+                                           call.precision, call.precision_io)
+        call.model, call.args, call.kwargs = (
+            self.converted.model, self.converted.args, self.converted.kwargs)
+
+    def _precision_io(self, model: ir.Model) -> None:
+        """The converted graph's floating inputs and outputs typed as ``precision_io``
+        says (``passes/precision_io.py``)."""
+        conv, original = self.converted, self.original
+        if conv is None or original is None:
+            return
+        from pt2onnx.translate import onnx_dtype
+        from pt2onnx.verify import flatten_tensors
+
+        target = onnx_dtype(conv.dtype)
+        floating = {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
+                    ir.DataType.BFLOAT16}
+        graph = model.graph
+        if conv.io == "convert":
+            outs = [target if v.dtype in floating else None for v in graph.outputs]
+            passes.precision_io.apply(model, [], outs)
+            return
+        source = onnx_dtype(conv.source)
+        leaves = flatten_tensors((original[1], original[2]))
+        if len(leaves) == len(graph.inputs):
+            ins = [onnx_dtype(t.dtype) if t.dtype.is_floating_point else None for t in leaves]
+        else:
+            ins = [source if v.dtype == target else None for v in graph.inputs]
+        outs = [source if v.dtype == target else None for v in graph.outputs]
+        passes.precision_io.apply(model, ins, outs)
 
     # -- rules ------------------------------------------------------------------------
     def _kept_whole(self, opset: int) -> tuple[Any, ...]:
@@ -327,7 +372,10 @@ class Stages:
     def optimize(self, model: ir.Model) -> ir.Model:
         """The passes, then the type check: a node that breaks its schema's type
         constraints is an export error here, never a file that fails to load."""
-        model = passes.optimize(model) if self.call.optimize else passes.cleanup(model)
+        half = self.call.precision in ("float16", "bfloat16")
+        model = (passes.optimize(model, float32=half) if self.call.optimize
+                 else passes.cleanup(model, float32=half))
+        self._precision_io(model)
         found = passes.type_check.violations(model)
         if found:
             self.write_report()
@@ -369,6 +417,11 @@ class Stages:
         prog._example, prog._extra_outputs = (call.args, call.kwargs), len(translator.extra_outputs)
         prog._sym_names, prog._traced = translator.sym_names, captured.traced
         prog._call_model = call.model
+        if self.converted is not None and self.original is not None:
+            # Compared with the model in the target precision; run as the caller calls it.
+            prog._module = self.converted.eager
+            prog._call_model, prog._example = self.original[0], self.original[1:]
+            prog._precision = self.converted.dtype
         return prog
 
     def at_one(self, point: Unproved) -> ir.Model:

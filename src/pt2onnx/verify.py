@@ -93,6 +93,25 @@ class VerificationResult:
         return "\n".join(rows)
 
 
+# verify's atol and rtol (of max|ref|) by the narrowest floating type the file computes
+# in: 4 units of that type's rounding (float16 2**-11, bfloat16 2**-8), since the file
+# and eager round at different points; float32's (1e-4, 1e-3) as before.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float32": (1e-4, 1e-3), "float16": (4 * 2.0**-11, 4 * 2.0**-11),
+    "bfloat16": (4 * 2.0**-8, 4 * 2.0**-8),
+}
+
+
+def narrowest_float(dtypes: Any) -> str:
+    """"bfloat16", "float16" or "float32": the narrowest of ``dtypes`` (torch or ONNX IR
+    dtypes, or their names) for :data:`TOLERANCES`."""
+    names = {str(getattr(d, "name", d)).lower().removeprefix("torch.") for d in dtypes}
+    for name in ("bfloat16", "float16"):
+        if name in names:
+            return name
+    return "float32"
+
+
 def default_tolerance(ref: np.ndarray, atol: float = 1e-4, rtol: float = 1e-3) -> float:
     """atol + rtol * max|ref|: the bar for an exported model to match eager."""
     if ref.size == 0 or ref.dtype == np.bool_:

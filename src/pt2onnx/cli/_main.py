@@ -30,7 +30,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             prog = pt2onnx.export(
                 model, inputs, out, input_names=names or None,
                 dynamic_axes=dynamic_axes or None, opset=args.opset, report=report,
-                verify=args.verify, dynamic=args.dynamic_all,
+                verify=args.verify, dynamic=args.dynamic_all, precision=args.precision,
+                precision_io=args.precision_io,
             )
         except pt2onnx.VerificationError as exc:
             print(f"verify: MISMATCH, {out} not written")
@@ -83,7 +84,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     model, inputs, names = io.load_model_and_inputs(args)
     if args.onnx:
-        result = io.verify_file(Path(args.onnx), model, inputs, args.atol, args.rtol)
+        result = io.verify_file(Path(args.onnx), model, inputs,
+                                1e-4 if args.atol is None else args.atol,
+                                1e-3 if args.rtol is None else args.rtol)
     else:
         with io.progress(quiet=args.quiet):
             prog = pt2onnx.export(model, inputs, input_names=names or None, opset=args.opset)
@@ -169,6 +172,15 @@ def _add_commands(sub: Any) -> None:
                         "second size of each dynamic dim (exit 1 on mismatch)")
     export.add_argument("--report", nargs="?", const=True, metavar="PATH",
                         help="write the Markdown export report (default: beside the model)")
+    export.add_argument("--precision", default="keep",
+                        choices=["keep", "float32", "float16", "bfloat16", "fp32", "fp16",
+                                 "bf16"],
+                        help="the weights' and compute's dtype in the file: keep (default: "
+                        "the model's), float32, float16 or bfloat16 (softmax, norms and "
+                        "reductions in float32); the model is converted on a copy")
+    export.add_argument("--precision-io", default="keep", choices=["keep", "convert"],
+                        help="with --precision, the floating inputs' and outputs' dtypes: keep "
+                        "(default: the example's and the model's) or convert (the precision's)")
     export.set_defaults(fn=_cmd_export)
     llm = sub.add_parser(
         "export-llm", help="export a transformers decoder checkpoint for onnxruntime-genai")
@@ -176,9 +188,12 @@ def _add_commands(sub: Any) -> None:
     llm.add_argument("-o", "--output", required=True,
                      help="the folder to write model.onnx, genai_config.json and the "
                      "tokenizer files into")
-    llm.add_argument("--precision", choices=["fp32", "fp16", "int4"], default="fp32",
-                     help="fp32 (default); fp16: weights and compute in half; int4: Linear "
-                     "weights as MatMulNBits (round to nearest, block 32)")
+    llm.add_argument("--precision", default="fp32",
+                     choices=["fp32", "fp16", "bf16", "int4", "float32", "float16", "bfloat16"],
+                     help="fp32 (default); fp16 / bf16: weights and compute in float16 / "
+                     "bfloat16 (softmax, norms and reductions in float32); int4: Linear "
+                     "weights as MatMulNBits (round to nearest, block 32); float32, float16 "
+                     "and bfloat16 name fp32, fp16 and bf16")
     llm.add_argument("--int4-accuracy-level", type=int, default=0, choices=[0, 1, 2, 3, 4],
                      help="MatMulNBits accuracy_level: 0 (default) computes in float32, exactly "
                      "the dequantized weights; 4 lets onnxruntime quantize activations to int8 "
@@ -193,8 +208,11 @@ def _add_commands(sub: Any) -> None:
     _model_options(verify)
     verify.add_argument("--onnx", help="an exported .onnx file (default: export in memory and "
                         "bisect a mismatch to the first diverging node)")
-    verify.add_argument("--atol", type=float, default=1e-4)
-    verify.add_argument("--rtol", type=float, default=1e-3)
+    verify.add_argument("--atol", type=float, default=None,
+                        help="default: 1e-4, or 4 units of rounding of a float16 / bfloat16 "
+                        "model's type")
+    verify.add_argument("--rtol", type=float, default=None,
+                        help="of max|eager|; default: 1e-3, or as --atol's")
     verify.set_defaults(fn=_cmd_verify)
     inspect = sub.add_parser("inspect", help="summarise an .onnx file")
     inspect.add_argument("path", help="the .onnx file")

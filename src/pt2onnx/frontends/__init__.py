@@ -3,7 +3,7 @@ ops pt2onnx can translate: quantized modules and tensors (``_quantized``,
 ``_quantized_mode``), plain and packed RNNs as one op (``_packed_rnn``), containers of
 modules (``_containers``), sdpa with a symbolic ``is_causal`` (``_sdpa_symbool``), dicts
 keyed by tensors among the inputs (``_tensor_keys``), and pt2onnx's own torch ops
-(``_custom_ops``).
+(``_custom_ops``); and ``precision=``'s converted copy of the model (``_precision``).
 
 May import: ``_compat``, ``errors``. Must not import: ``capture``, ``translate``,
 ``save``, ``passes`` or anything above them.
@@ -18,6 +18,19 @@ from pt2onnx.frontends._nms import define as define_batched_nms
 from pt2onnx.frontends._packed_rnn import define_ops as define_packed_rnn_ops
 from pt2onnx.frontends._packed_rnn import holds_hidden_rnn
 from pt2onnx.frontends._packed_rnn import substitutions as packed_rnn_substitutions
+from pt2onnx.frontends._precision import (
+    ALIASES as PRECISION_ALIASES,
+)
+from pt2onnx.frontends._precision import (
+    PRECISION_IO,
+    PRECISIONS,
+    Converted,
+    check_precision_io,
+    precision_name,
+)
+from pt2onnx.frontends._precision import (
+    convert as convert_precision,
+)
 from pt2onnx.frontends._quantized import needs_rewrite, prepare
 from pt2onnx.frontends._rewrites import CaptureRewrites
 from pt2onnx.frontends._sdpa_symbool import SymBoolCausal
@@ -29,9 +42,10 @@ from pt2onnx.frontends._tensor_keys import (
 )
 
 __all__ = [
-    "CaptureRewrites", "SymBoolCausal", "as_output_op", "define_batched_nms",
-    "define_custom_op", "define_packed_rnn_ops", "flatten_with_keys", "has_tensor_keys",
+    "PRECISIONS", "PRECISION_ALIASES", "PRECISION_IO", "CaptureRewrites", "Converted",
+    "SymBoolCausal", "as_output_op", "check_precision_io", "convert_precision",
+    "define_batched_nms", "define_custom_op", "define_packed_rnn_ops", "flatten_with_keys", "has_tensor_keys",
     "holds_hidden_rnn", "keys_as_inputs", "needs_rewrite", "packed_rnn_substitutions",
-    "prepare", "register_mappings", "register_output_containers", "spec_as_pairs",
+    "precision_name", "prepare", "register_mappings", "register_output_containers", "spec_as_pairs",
 ]
 

@@ -15,9 +15,11 @@ import onnx_ir as ir
 import onnx_ir.passes.common as common
 
 from pt2onnx.passes import (
+    float32_ops,
     fold_batch_norm,
     ort_cpu_types,
     pad_before_max_pool,
+    precision_io,
     runtime_workarounds,
     single_term_products,
     transposed_matvec,
@@ -27,13 +29,14 @@ from pt2onnx.passes import (
 
 # The door: the pipelines; each pass module above is public too.
 __all__ = [
-    "cleanup", "fold_batch_norm", "optimize", "ort_cpu_types", "pad_before_max_pool",
-    "runtime_workarounds", "single_term_products", "transposed_matvec", "type_check", "unsplit_heads",
+    "cleanup", "float32_ops", "fold_batch_norm", "optimize", "ort_cpu_types",
+    "pad_before_max_pool", "precision_io", "runtime_workarounds", "single_term_products", "transposed_matvec", "type_check", "unsplit_heads",
 ]
 
 
-def optimize(model: ir.Model) -> ir.Model:
-    """Runs the default pass pipeline in place and returns the model."""
+def optimize(model: ir.Model, float32: bool = False) -> ir.Model:
+    """Runs the default pass pipeline in place and returns the model; ``float32``: the
+    precision-sensitive ops of a float16 / bfloat16 graph in float32 (``float32_ops``)."""
     # onnx_ir's IdentityEliminationPass is left out: it merges an Identity that
     # duplicates a subgraph output into its input, so both outputs become one
     # value (seen with onnx-ir 1.1 on a Scan body returning (h, h.clone())).
@@ -53,6 +56,8 @@ def optimize(model: ir.Model) -> ir.Model:
     pad_before_max_pool.apply(model)
     single_term_products.apply(model)
     transposed_matvec.apply(model)
+    if float32:
+        float32_ops.apply(model)
     ort_cpu_types.apply(model)
     model = passes(model).model
     for out, (type_, shape) in zip(model.graph.outputs, before):
@@ -63,14 +68,17 @@ def optimize(model: ir.Model) -> ir.Model:
     return model
 
 
-def cleanup(model: ir.Model) -> ir.Model:
+def cleanup(model: ir.Model, float32: bool = False) -> ir.Model:
     """What runs even with optimize=False: unused initializers from folding go, and
-    the rewrites that keep onnxruntime from crashing on a valid graph."""
+    the rewrites that keep onnxruntime from crashing on a valid graph (and, with
+    ``float32``, the sensitive ops of a half-precision export in float32)."""
     fold_batch_norm.apply(model)
     unsplit_heads.apply(model)
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
     single_term_products.apply(model)
     transposed_matvec.apply(model)
+    if float32:
+        float32_ops.apply(model)
     ort_cpu_types.apply(model)
     return common.RemoveUnusedNodesPass()(model).model
