@@ -160,6 +160,20 @@ def test_sensitive_ops_run_in_float32(precision):
     assert result.ok, str(result)
 
 
+def test_bfloat16_nodes_keep_their_metadata():
+    """The nodes widened for onnxruntime's CPU kernels, and the casts beside them and
+    around the float32 ops, keep their place in the model (module, source line)."""
+    prog = pt2onnx.export(_block(), (torch.randn(1, 3, 8, 8),), precision="bfloat16")
+    nodes = list(prog.model.graph)
+    convs = [n for n in nodes if n.op_type == "Conv"]
+    assert convs and all(n.metadata_props.get("pt2onnx.fx_node") for n in convs)
+    for conv in convs:  # (a cast two convs share, merged by CSE, is the first conv's)
+        beside = [v.producer() for v in conv.inputs if v is not None and v.producer()]
+        beside += [use.node for use in conv.outputs[0].uses()]
+        assert beside and all(n.metadata_props.get("pt2onnx.module")
+                              for n in beside if n.op_type == "Cast")
+
+
 def test_keep_adds_nothing():
     model = _block()
     x = torch.randn(1, 3, 8, 8)

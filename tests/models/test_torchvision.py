@@ -199,6 +199,24 @@ def test_dynamic_batch(name: str, tmp_path: Path) -> None:
     assert result.ok, f"{name} at batch 3:\n{result}"
 
 
+@pytest.mark.parametrize("precision", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["resnet18", "swin_t"])
+def test_half_precision(name: str, precision: str, tmp_path: Path) -> None:
+    """precision= (issue 39): a float32 model written in float16 / bfloat16 loads in
+    onnxruntime's CPU provider and matches the model run in that precision (verify's
+    tolerance for the dtype), at batch 2 and, with a dynamic batch, at 1 and 3."""
+    case = CASES[name]
+    model = torchvision.models.get_model(case.name, weights=None, **case.kwargs).eval()
+    x = torch.randn((2, *case.shape[1:]))
+    prog = export_and_verify(model, (x,), tmp_path, name=f"{name}_{precision}",
+                             input_names=["x"], dynamic_axes={"x": {0: "batch"}},
+                             precision=precision)
+    assert next(model.parameters()).dtype == torch.float32
+    for batch in (1, 3):
+        result = prog.verify(torch.randn((batch, *case.shape[1:])))
+        assert result.ok, f"{name} in {precision} at batch {batch}:\n{result}"
+
+
 def _detection_model(name: str) -> torch.nn.Module:
     # Score threshold 0 keeps boxes despite random weights. The default init leaves the
     # features near zero and every score equal, so NMS order would be arbitrary; a

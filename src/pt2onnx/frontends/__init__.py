@@ -26,6 +26,7 @@ from pt2onnx.frontends._precision import (
     PRECISIONS,
     Converted,
     check_precision_io,
+    converted_copy,
     precision_name,
 )
 from pt2onnx.frontends._precision import (
@@ -44,7 +45,7 @@ from pt2onnx.frontends._tensor_keys import (
 __all__ = [
     "PRECISIONS", "PRECISION_ALIASES", "PRECISION_IO", "CaptureRewrites", "Converted",
     "SymBoolCausal", "as_output_op", "check_precision_io", "convert_precision",
-    "define_batched_nms", "define_custom_op", "define_packed_rnn_ops", "flatten_with_keys", "has_tensor_keys",
+    "converted_copy", "define_batched_nms", "define_custom_op", "define_packed_rnn_ops", "flatten_with_keys", "has_tensor_keys",
     "holds_hidden_rnn", "keys_as_inputs", "needs_rewrite", "packed_rnn_substitutions",
     "precision_name", "prepare", "register_mappings", "register_output_containers", "spec_as_pairs",
 ]

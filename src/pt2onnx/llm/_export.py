@@ -15,11 +15,17 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import InvalidInputError
+from pt2onnx.frontends import converted_copy
 from pt2onnx.llm import _attention, _families, _fuse, _genai, _meta, _norm, _quant, _stamp, _wrapper
 from pt2onnx.llm._families import Layout
 
-PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "int4": torch.float32}
+PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+              "int4": torch.float32}
+# pt2onnx.export's names for the same precisions, taken here too.
+LONG_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 MODEL_FILE = "model.onnx"
+# The model is loaded in its dtype already; export's precision= adds the float32 ops.
+_HALF = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
 @dataclass
@@ -64,9 +70,12 @@ def export_llm(
             ``save_pretrained`` writes it) or a loaded ``PreTrainedModel``.
         out_dir: the folder to write ``model.onnx`` (+ ``model.onnx.data``),
             ``genai_config.json`` and the tokenizer files into; created if missing.
-        precision: ``"fp32"``; ``"fp16"`` (weights and compute in half); or
-            ``"int4"`` (Linear weights round-to-nearest in blocks of
-            ``int4_block_size`` as ``MatMulNBits``, activations in float32).
+        precision: ``"fp32"``; ``"fp16"`` or ``"bf16"`` (weights and compute in
+            float16 or bfloat16, softmax, norms and reductions in float32, as
+            ``pt2onnx.export(precision=...)``); or ``"int4"`` (Linear weights
+            round-to-nearest in blocks of ``int4_block_size`` as ``MatMulNBits``,
+            activations in float32). ``"float32"``, ``"float16"`` and ``"bfloat16"``
+            (``export``'s names) are the same as ``"fp32"``, ``"fp16"`` and ``"bf16"``.
         opset: the ONNX opset (default: pt2onnx's default).
         tokenizer: where the tokenizer files come from: a folder, or an object with
             ``save_pretrained``; default: the checkpoint folder, if one was given.
@@ -101,10 +110,11 @@ def export_llm(
     ``sequence_length``, ``past_sequence_length`` and ``total_sequence_length``.
     """
     start = time.perf_counter()
+    precision = LONG_NAMES.get(precision, precision)
     if precision not in PRECISIONS:
         raise InvalidInputError(
             f"precision {precision!r} is not one export-llm writes. Next step: pass one of "
-            f"{', '.join(PRECISIONS)}.")
+            f"{', '.join(PRECISIONS)} (or {', '.join(LONG_NAMES)}).")
     if stamp is None:
         stamp = os.environ.get(_stamp.ENV, "1") != "0"
     # As in pt2onnx.export: the export makes many objects that live until it ends, and
@@ -200,6 +210,11 @@ class _Fusion:
 
     def wrap(self, model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
              notes: list[str]) -> _wrapper.DecoderWithCache:
+        if self.on and not self.checked and dtype == torch.bfloat16:
+            self.checked, self.on = True, False
+            notes.append("the attention was not fused into GroupQueryAttention (onnxruntime's "
+                         "CPU provider has no bfloat16 kernel for it); the model's own "
+                         "attention ops were exported instead.")
         if self.on and not self.checked:
             self.checked = True
             # The check compares values: a model on the meta device has none, so it
@@ -257,7 +272,7 @@ def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: 
             wrapper, _meta.example(model, _wrapper.example(layout, dtype)), None,
             input_names=in_names,
             output_names=out_names, dynamic_shapes=_wrapper.dynamic_shapes(layout), opset=opset,
-            optimize=optimize)
+            optimize=optimize, precision=_HALF.get(dtype, "keep"))
     notes.extend(str(w.message) for w in caught)
     return prog
 
@@ -367,10 +382,8 @@ def _load(model_or_dir: Any, dtype: torch.dtype, notes: list[str],
                 f"export-llm takes a transformers PreTrainedModel or a checkpoint folder, "
                 f"got a {type(model_or_dir).__name__} with no .config. Next step: use "
                 "pt2onnx.export for other modules.")
-        model = model_or_dir
-        if next(model.parameters()).dtype != dtype:
-            model = model.to(dtype)
-        return model.eval(), None, None
+        # A converted copy: the caller's model keeps its dtype.
+        return converted_copy(model_or_dir, dtype).eval(), None, None
     folder = Path(model_or_dir)
     if not (folder / "config.json").is_file():
         raise InvalidInputError(

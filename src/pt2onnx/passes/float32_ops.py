@@ -25,6 +25,7 @@ from collections.abc import Iterator
 import onnx_ir as ir
 
 from pt2onnx.passes import type_check
+from pt2onnx.passes.ort_cpu_types import place_of
 
 D = ir.DataType
 NARROW = frozenset({D.FLOAT16, D.BFLOAT16})
@@ -108,12 +109,29 @@ class _Types:
         return _TYPE_NAMES.get(name) if name else None
 
 
-def _cast(value: ir.Value, to: ir.DataType) -> ir.Node:
+class _Names:
+    """Value names not yet in the graph."""
+
+    def __init__(self, graph: ir.Graph) -> None:
+        self.taken = {v.name for n in graph for v in n.outputs if v.name}
+        self.taken.update(v.name for v in graph.inputs if v.name)
+        self.taken.update(graph.initializers)
+
+    def __call__(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.taken:
+            name, i = f"{base}_{i}", i + 1
+        self.taken.add(name)
+        return name
+
+
+def _cast(value: ir.Value, to: ir.DataType, beside: ir.Node, names: _Names) -> ir.Node:
     node = ir.Node("", "Cast", [value], attributes=[ir.AttrInt64("to", int(to))])
+    # Where in the model (module, source line), not which FX node: a cast joins no group.
+    node.metadata_props.update(place_of(beside))
     node.outputs[0].type = ir.TensorType(to)
     node.outputs[0].shape = value.shape
-    if value.name:
-        node.outputs[0].name = f"{value.name}_as_{to.name.lower()}"
+    node.outputs[0].name = names(f"{value.name or 'value'}_as_{to.name.lower()}")
     return node
 
 
@@ -131,7 +149,7 @@ def _retype_attributes(node: ir.Node) -> None:
         node.attributes["value"] = ir.AttrTensor("value", ir.tensor(wide))
 
 
-def _convert(graph: ir.Graph, nodes: list[ir.Node], types: _Types) -> bool:
+def _convert(graph: ir.Graph, nodes: list[ir.Node], types: _Types, names: _Names) -> bool:
     members = set(nodes)
     narrow_in = [(n, i, v, t) for n in nodes for i, v in enumerate(n.inputs)
                  if v is not None and v.producer() not in members
@@ -144,7 +162,7 @@ def _convert(graph: ir.Graph, nodes: list[ir.Node], types: _Types) -> bool:
     for node, i, value, _ in narrow_in:
         wide = widened.get(id(value))
         if wide is None:
-            cast = _cast(value, D.FLOAT)
+            cast = _cast(value, D.FLOAT, node, names)
             graph.insert_before(node, cast)
             wide = widened[id(value)] = cast.outputs[0]
         node.replace_input_with(i, wide)
@@ -156,14 +174,14 @@ def _convert(graph: ir.Graph, nodes: list[ir.Node], types: _Types) -> bool:
         value.type = ir.TensorType(D.FLOAT)
         if not outside and value not in outputs:
             continue
-        back = _cast(value, dtype)
+        back = _cast(value, dtype, node, names)
         graph.insert_after(node, back)
         for user, i in outside:
             user.replace_input_with(i, back.outputs[0])
         for j, out in enumerate(outputs):
             if out is value:
                 name = value.name
-                value.name, back.outputs[0].name = f"{name}_float", name
+                value.name, back.outputs[0].name = names(f"{name}_float"), name
                 graph.outputs[j] = back.outputs[0]
     return True
 
@@ -173,4 +191,5 @@ def apply(model: ir.Model) -> int:
     of groups converted."""
     types = _Types(model)
     graph = model.graph
-    return sum(_convert(graph, nodes, types) for nodes in list(_groups(graph)))
+    names = _Names(graph)
+    return sum(_convert(graph, nodes, types, names) for nodes in list(_groups(graph)))

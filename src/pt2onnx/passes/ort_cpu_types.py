@@ -82,6 +82,17 @@ _SKIP = frozenset({"Cast", "CastLike", "Constant", "ConstantOfShape", "If", "Loo
                    "Optional", "OptionalGetElement", "OptionalHasElement"})
 
 
+# The metadata a cast written for a node takes from it: where it is in the model, not
+# which FX node or ATen op wrote it.
+_PLACE = ("pt2onnx.module", "pt2onnx.module_type", "pt2onnx.source")
+
+
+def place_of(node: ir.Node) -> dict[str, str]:
+    """``node``'s place in the model (module path and type, source line), for the casts a
+    pass writes beside it."""
+    return {k: node.metadata_props[k] for k in _PLACE if k in node.metadata_props}
+
+
 def _type_name(dtype: ir.DataType) -> str:
     return {D.FLOAT: "float", D.DOUBLE: "double", D.BOOL: "bool"}.get(dtype, dtype.name.lower())
 
@@ -314,6 +325,13 @@ def _rewrite_graph(graph: ir.Graph, opset: int, dtype_of: _Types,
                 if out.type is not None:
                     wout.type, wout.shape = out.type, out.shape
                 finals.append(wout)
+        # The widened node is the node (its metadata and rule); its casts keep its place
+        # in the model (module, source), which export-llm's stamping reads.
+        wide.metadata_props.update(node.metadata_props)
+        wide.meta.update(node.meta)
+        for new in new_nodes:
+            if new is not wide:
+                new.metadata_props.update(place_of(node))
         ir.convenience.replace_nodes_and_values(graph, node, [node], new_nodes,
                                                 list(node.outputs), finals)
         count += 1
