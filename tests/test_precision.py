@@ -258,6 +258,24 @@ def test_default_tolerance_scales():
     assert TOLERANCES["bfloat16"][1] > TOLERANCES["float16"][1] > TOLERANCES["float32"][1]
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("precision", HALF)
+def test_from_a_model_on_cuda(precision):
+    """A model and example on CUDA, exported in float16 and bfloat16: the file loads in
+    onnxruntime's CPU provider and matches the model run on CUDA in that precision, at
+    the example and at batch 1 and 3."""
+    model = _block().cuda()
+    x = torch.randn(2, 3, 16, 16, device="cuda")
+    prog = pt2onnx.export(model, (x,), precision=precision,
+                          dynamic_shapes=({0: Dim("batch")},))
+    assert next(model.parameters()).dtype == torch.float32
+    result = prog.verify()
+    assert result.ok, str(result)
+    for batch in (1, 3):
+        result = prog.verify(torch.randn(batch, 3, 16, 16, device="cuda"))
+        assert result.ok, f"batch {batch}:\n{result}"
+
+
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 TINY = dict(vocab_size=128, pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
@@ -299,4 +317,20 @@ def test_transformers(factory, precision):
     assert softmax and all(softmax.values()), softmax
     for batch, seq in ((2, 6), (1, 5), (3, 9)):
         result = prog.verify(**_tokens(batch, seq), **extra)
+        assert result.ok, f"batch {batch}, seq {seq}:\n{result}"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("precision", HALF)
+def test_bert_on_cuda(precision):
+    """BERT with a padding mask, on CUDA (issue 39 saw the mask fail there too)."""
+    torch.manual_seed(0)
+    model = _bert().eval().cuda()
+    tokens = {k: v.cuda() for k, v in _tokens(2, 6).items()}
+    b, s = Dim("batch"), Dim("seq", min=2)
+    prog = pt2onnx.export(model, (), kwargs=tokens, precision=precision,
+                          dynamic_shapes={"input_ids": {0: b, 1: s},
+                                          "attention_mask": {0: b, 1: s}})
+    for batch, seq in ((2, 6), (1, 5), (3, 9)):
+        result = prog.verify(**{k: v.cuda() for k, v in _tokens(batch, seq).items()})
         assert result.ok, f"batch {batch}, seq {seq}:\n{result}"
