@@ -403,8 +403,10 @@ def _run(prog: Any, point: Unproved) -> str | None:
     import copy
 
     try:
+        # verify's tolerance for the narrowest floating type the graph computes in.
+        atol, rtol = prog._tolerance(None, None)
         result = prog._verify_once(copy.deepcopy(point.args), copy.deepcopy(point.kwargs),
-                                   1e-4, 1e-3, False, point.label)
+                                   atol, rtol, False, point.label)
     except Exception as exc:
         if "onnxruntime" in str(exc) and "install" in str(exc).lower():
             raise SizeOneError(
