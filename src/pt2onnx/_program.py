@@ -194,7 +194,8 @@ class OnnxProgram:
         if atol is not None and rtol is not None:
             return atol, rtol
         g = self.model.graph
-        dtypes = {v.dtype for v in (*g.inputs, *g.outputs, *g.initializers.values())}
+        dtypes: set[Any] = {v.dtype for v in (*g.inputs, *g.outputs,
+                                              *g.initializers.values())}
         dtypes.update(v.dtype for node in g for v in node.outputs)
         if self._precision is not None:
             dtypes.add(self._precision)
