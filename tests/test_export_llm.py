@@ -385,6 +385,37 @@ def test_recurrent_family_is_refused_with_the_reason(tmp_path):
         pt2onnx.export_llm(tmp_path, tmp_path / "out")
 
 
+def test_hybrid_cache_is_refused_naming_the_architecture_and_its_state_layers(tmp_path):
+    """GraniteMoeHybrid with Mamba layers: its cache raised an untyped ValueError
+    (``get_seq_length can only be called on Attention layers``) from inside the model."""
+    if not hasattr(transformers, "GraniteMoeHybridConfig"):
+        pytest.skip("this transformers has no GraniteMoeHybrid")
+    cfg = transformers.GraniteMoeHybridConfig(
+        num_key_value_heads=2, mamba_n_heads=4, mamba_d_state=16, mamba_chunk_size=16,
+        num_local_experts=4, num_experts_per_tok=2, layer_types=["mamba"] * LAYERS,
+        **SMALL, **T)
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    with pytest.raises(InvalidInputError, match=r"GraniteMoeHybridForCausalLM.*'(mamba|linear_attention)' at "
+                                                r"layers 0, 1, 2"):
+        pt2onnx.export_llm(tmp_path, tmp_path / "out")
+
+
+def test_an_untyped_error_of_the_model_is_a_typed_refusal_naming_the_architecture(tmp_path):
+    """Whatever the model's own code raises while export-llm runs or captures it comes
+    out typed, naming the architecture, with the original as its cause."""
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(FAMILIES["llama"]()).eval()
+
+    def broken(hidden_states):
+        raise ValueError("this cache kind is not handled here")
+
+    model.model.norm.forward = broken
+    with pytest.raises(InvalidInputError, match=r"LlamaForCausalLM \(llama\).*ValueError "
+                                                r"\(this cache kind") as info:
+        pt2onnx.export_llm(model, tmp_path / "out")
+    assert isinstance(info.value.__cause__, ValueError)
+
+
 def test_unknown_precision_is_refused(tmp_path):
     with pytest.raises(InvalidInputError, match="fp32, fp16, bf16, int4"):
         pt2onnx.export_llm(tmp_path, tmp_path / "out", precision="int8")

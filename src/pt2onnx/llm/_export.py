@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import os
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx.errors import InvalidInputError
+from pt2onnx.errors import ExportError, InvalidInputError
 from pt2onnx.frontends import converted_copy
 from pt2onnx.llm import _attention, _families, _fuse, _genai, _meta, _norm, _quant, _stamp, _wrapper
 from pt2onnx.llm._families import Layout
@@ -135,10 +137,44 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
                 int4_accuracy_level: int, fuse_projections: bool, stamp: bool,
                 fusion: _Fusion, start: float) -> LLMExport:
     notes: list[str] = []
-    model, folder, checkpoint = _load(model_or_dir, dtype, notes)
-    config = model.config
-    model_type = _families.check_family(config)
-    out.mkdir(parents=True, exist_ok=True)
+    with _refusing_untyped(_families.named(model_or_dir)):
+        model, folder, checkpoint = _load(model_or_dir, dtype, notes)
+        config = model.config
+        model_type = _families.check_family(config)
+        out.mkdir(parents=True, exist_ok=True)
+        model, config, folder, checkpoint, prog, layout, fusion = _graph_with_fallbacks(
+            model, config, folder, checkpoint, model_type, dtype, opset, stamp, notes, fusion)
+    return _finish(model, config, folder, checkpoint, prog, layout, fusion, model_type, out,
+                   precision, tokenizer, int4_block_size, int4_accuracy_level,
+                   fuse_projections, notes, start)
+
+
+@contextlib.contextmanager
+def _refusing_untyped(name: str) -> Iterator[None]:
+    """An error of the model's, its config's or its cache's own code, raised while
+    export-llm loads, runs or captures it, as a typed refusal naming the architecture
+    (the original is its ``__cause__``). pt2onnx's typed errors pass as they are."""
+    try:
+        yield
+    except (ExportError, MemoryError):
+        raise
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        first = text[0][:300] if text else ""
+        raise InvalidInputError(
+            f"export-llm can't export {name}: its code raised {type(exc).__name__} "
+            f"({first}) when run as a decoder over a transformers DynamicCache of key/value "
+            "layers, the one state onnxruntime-genai's decoder loop feeds "
+            "(past_key_values.{i}.key/.value). What it needs beyond that is what the "
+            "original error (this error's __cause__) names. Next step: export its forward "
+            "with pt2onnx.export, or report the architecture with this message.") from exc
+
+
+def _graph_with_fallbacks(model: Any, config: Any, folder: Path | None,
+                          checkpoint: _meta.Checkpoint | None, model_type: str,
+                          dtype: torch.dtype, opset: int | None, stamp: bool,
+                          notes: list[str], fusion: _Fusion) -> tuple[Any, ...]:
+    """The graph, from the meta-device model where it captures, else from the loaded one."""
     kept = len(notes)
     try:
         try:
@@ -160,9 +196,9 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
         # The meta-device model did not capture: today's load, and the model's own
         # error (if it has one) comes again from there.
         text = str(exc).strip().splitlines()
-        notes = [f"the weights were loaded with from_pretrained, not streamed from the "
-                 f"checkpoint: the model built on the meta device did not export "
-                 f"({type(exc).__name__}: {text[0][:200] if text else ''})."]
+        notes[:] = [f"the weights were loaded with from_pretrained, not streamed from the "
+                    f"checkpoint: the model built on the meta device did not export "
+                    f"({type(exc).__name__}: {text[0][:200] if text else ''})."]
         assert folder is not None
         checkpoint = None
         model, folder = _load_pretrained(folder, dtype)
@@ -170,6 +206,15 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
         fusion = _Fusion(fusion.requested)
         prog, layout = _graph(model, config, model_type, dtype, opset, stamp, notes, None,
                               fusion)
+    return model, config, folder, checkpoint, prog, layout, fusion
+
+
+def _finish(model: Any, config: Any, folder: Path | None,
+            checkpoint: _meta.Checkpoint | None, prog: Any, layout: Layout, fusion: _Fusion,
+            model_type: str, out: Path, precision: str, tokenizer: Any, int4_block_size: int,
+            int4_accuracy_level: int, fuse_projections: bool, notes: list[str],
+            start: float) -> LLMExport:
+    """The graph's rewrites, the files and the result."""
     in_names, _ = _wrapper.names(layout)
     if not layout.known:
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from pt2onnx.errors import InvalidInputError
@@ -60,6 +61,56 @@ class Layout:
     known: bool
 
 
+# Words in a config's per-layer kinds (``layer_types``) that name a layer whose cache
+# state is not keys and values: LFM2's "conv", Granite 4.0's "mamba", Qwen3-Next's and
+# Qwen3.5's "linear_attention".
+_STATE_LAYER_WORDS = ("mamba", "linear", "conv", "recurrent", "rwkv", "ssm", "delta")
+
+
+def architecture(config: Any, model: Any = None) -> str:
+    """The class name a checkpoint's config.json names (``Gemma3ForCausalLM``), else the
+    loaded model's, else the model_type."""
+    names = getattr(config, "architectures", None)
+    if isinstance(names, (list, tuple)) and names and isinstance(names[0], str):
+        return names[0]
+    if model is not None:
+        return type(model).__name__
+    return str(getattr(config, "model_type", "") or "this model")
+
+
+def named(model_or_dir: Any) -> str:
+    """``Gemma3ForCausalLM (gemma3_text)``: the architecture and model_type of a loaded
+    model or of a checkpoint folder's config.json, for messages."""
+    config = getattr(model_or_dir, "config", None)
+    if config is None:
+        import json
+        from pathlib import Path
+
+        try:
+            raw = json.loads((Path(model_or_dir) / "config.json").read_text())
+        except (OSError, ValueError, TypeError):
+            raw = {}
+        config = SimpleNamespace(**raw) if isinstance(raw, dict) else SimpleNamespace()
+        model_or_dir = None
+    model_type = str(getattr(config, "model_type", "") or "")
+    arch = architecture(config, model_or_dir)
+    return f"{arch} ({model_type})" if model_type and model_type != arch else arch
+
+
+def state_layers(config: Any) -> dict[str, list[int]]:
+    """The layers whose cache holds a state other than keys and values, by kind, as the
+    config's per-layer kinds name them (empty for a plain decoder)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    kinds = getattr(text, "layer_types", None)
+    if not isinstance(kinds, (list, tuple)):
+        return {}
+    found: dict[str, list[int]] = {}
+    for i, kind in enumerate(kinds):
+        if isinstance(kind, str) and any(w in kind.lower() for w in _STATE_LAYER_WORDS):
+            found.setdefault(kind, []).append(i)
+    return found
+
+
 def check_family(config: Any) -> str:
     """The model_type, or a clear error for a model export-llm can't make a decoder of."""
     model_type = str(getattr(config, "model_type", "") or "")
@@ -73,6 +124,16 @@ def check_family(config: Any) -> str:
             f"{model_type} can't be exported by export-llm: {UNSUPPORTED[model_type]}, and "
             "onnxruntime-genai's decoder loop feeds only past_key_values.{i}.key/.value. "
             "Next step: export its forward with pt2onnx.export and drive the state yourself.")
+    states = state_layers(config)
+    if states:
+        kinds = "; ".join(f"{kind!r} at layer{'s' if len(idx) > 1 else ''} "
+                          f"{', '.join(map(str, idx))}" for kind, idx in states.items())
+        raise InvalidInputError(
+            f"{architecture(config)} ({model_type}) can't be exported by export-llm: its "
+            f"config's layer_types name layers whose cache holds a state other than "
+            f"attention keys and values ({kinds}), and export-llm writes only "
+            "past_key_values.{i}.key/.value. Next step: export its forward with "
+            "pt2onnx.export and drive the state yourself.")
     return model_type
 
 
