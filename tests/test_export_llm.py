@@ -47,6 +47,10 @@ FAMILIES = {
     "gemma": lambda: transformers.GemmaConfig(num_key_value_heads=1, head_dim=8, **SMALL, **T),
     "gemma2": lambda: transformers.Gemma2Config(num_key_value_heads=2, head_dim=8,
                                                 sliding_window=8, **SMALL, **T),
+    # Gemma 3: sliding and full layers, each kind with its own rope base (issue 40).
+    "gemma3_text": lambda: transformers.Gemma3TextConfig(
+        num_key_value_heads=2, head_dim=8, sliding_window=8,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], **SMALL, **T),
     "gpt2": lambda: transformers.GPT2Config(n_embd=32, n_layer=LAYERS, n_head=4, n_positions=128,
                                             **T),
     "gpt_neox": lambda: transformers.GPTNeoXConfig(**SMALL, **T),
@@ -134,6 +138,43 @@ def test_family_generates_transformers_greedy_tokens_in_genai(name, tmp_path):
     got = _genai_tokens(tmp_path / "onnx", [PROMPT])
     assert len(got[0]) == len(PROMPT) + NEW_TOKENS
     assert got == _reference(model, [PROMPT])
+
+
+@pytest.mark.models
+def test_gemma3_sliding_and_global_layers_each_rotate_with_their_own_rope_base(tmp_path):
+    """Gemma 3 (issue 40; a TypeError before): sliding layers rotate with the local rope
+    base, full layers with the global one (here linearly scaled, as Gemma 3 4B's), in
+    genai's layout: type gemma3_text, one GroupQueryAttention per layer with the rotary
+    inside (head size 16) reading its kind's cos/sin tables and window, no position_ids.
+    Six layers captured as four and stamped; genai's greedy tokens equal transformers'."""
+    _genai()
+    import onnx
+
+    kinds = ["sliding_attention", "full_attention"] * 3
+    rope = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}
+    cfg = transformers.Gemma3TextConfig(
+        num_key_value_heads=2, head_dim=16, sliding_window=8, layer_types=kinds,
+        rope_parameters=rope, **dict(SMALL, num_hidden_layers=len(kinds)), **T)
+    torch.manual_seed(0)
+    model = _vary(transformers.AutoModelForCausalLM.from_config(cfg).eval())
+    model.save_pretrained(tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    assert result.captured_layers < len(kinds), result.warnings
+    assert not [w for w in result.warnings if "from_pretrained" in w]  # streamed
+    assert result.genai_config["model"]["type"] == "gemma3_text"
+    proto = onnx.load(str(result.model_path), load_external_data=False)
+    assert "position_ids" not in {v.name for v in proto.graph.input}
+    gqa = [n for n in proto.graph.node if n.op_type == "GroupQueryAttention"]
+    assert len(gqa) == len(kinds)
+    tables = {}
+    for node, kind in zip(gqa, kinds):
+        attrs = {a.name: a.i for a in node.attribute if a.type == onnx.AttributeProto.INT}
+        assert attrs["do_rotary"] == 1
+        assert attrs.get("local_window_size", -1) == (8 if kind == "sliding_attention" else -1)
+        tables.setdefault(kind, set()).add(tuple(node.input[7:9]))
+    assert all(len(t) == 1 for t in tables.values()) and len(set.union(*tables.values())) == 2
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
 
 
 @pytest.mark.models

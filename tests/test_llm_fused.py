@@ -50,7 +50,7 @@ def _uses_attention_interface(family: str) -> bool:
     return "ALL_ATTENTION_FUNCTIONS" in inspect.getsource(module)
 
 
-FUSED = ["gemma", "gemma2", "gpt2", "gpt_neox", "granitemoe", "llama", "mistral", "mixtral",
+FUSED = ["gemma", "gemma2", "gemma3_text", "gpt2", "gpt_neox", "granitemoe", "llama", "mistral", "mixtral",
          "olmoe", "opt", "phi", "phi3", "qwen2", "qwen3", "qwen3_moe"]
 # BLOOM, GPT-J before transformers 5.24: their own attention code (no AttentionInterface);
 # Falcon adds ALiBi to a mask transformers no longer builds; GPT-OSS has sink logits.

@@ -71,19 +71,35 @@ def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
     cap = float(softcap) if softcap else 0.0
     tables: tuple[torch.Tensor, ...] = ()
     turned = cache.rotated.get(id(query))
+    mine = _layer_tables(cache.tables, module, idx)
     if turned is not None and turned[3] is query and turned[2] is key \
-            and cache.tables is not None \
-            and cache.tables[0].shape[-1] * 2 == head and head % 16 == 0:
+            and mine is not None and mine[0].shape[-1] * 2 == head and head % 16 == 0:
         # Rotated by the model's apply_rotary_pos_emb: the op rotates them instead
         # (onnxruntime's rotary kernel takes head sizes in multiples of 16).
         query, key = turned[0], turned[1]
-        tables = cache.tables
+        tables = mine
         layer.rotary = True
     out, present_key, present_value = torch.ops.pt2onnx.gqa(
         query, key, value, layer.keys, layer.values, cache.attention_mask, heads, kv_heads,
         scale, window, cap, *tables)
     layer.present = (present_key, present_value)
     return out, None
+
+
+def _layer_tables(tables: dict[str | None, tuple[torch.Tensor, torch.Tensor]] | None,
+                  module: torch.nn.Module, idx: int) -> tuple[torch.Tensor, ...] | None:
+    """The cos/sin tables of layer ``idx``'s kind: the one pair of a model with one
+    rotary, or the pair of its ``layer_type`` (Gemma 3: the sliding layers' local rope
+    base, the full layers' global one)."""
+    if not tables:
+        return None
+    if None in tables:
+        return tables[None]
+    kind = getattr(module, "layer_type", None)
+    if kind is None:
+        kinds = getattr(getattr(module, "config", None), "layer_types", None)
+        kind = kinds[idx] if isinstance(kinds, (list, tuple)) and idx < len(kinds) else None
+    return tables.get(kind)
 
 
 def _register() -> None:
@@ -142,36 +158,53 @@ def _implementation(config: Any, name: str) -> Iterator[None]:
 _STATIC_ROPE = frozenset({"default", "linear", "llama3", "yarn"})
 
 
-def _rotary_module(model: torch.nn.Module) -> torch.nn.Module | None:
-    """The model's one rotary embedding module, if its tables do not depend on the
-    sequence length (dynamic NTK and LongRoPE rescale with it)."""
+def _rotary_module(model: torch.nn.Module) -> tuple[torch.nn.Module, list[str | None]] | None:
+    """The model's one rotary embedding module and the layer kinds it makes tables for
+    (``[None]``: one table for every layer; Gemma 3's module makes one per layer type,
+    its ``rope_type`` a dict), if its tables do not depend on the sequence length
+    (dynamic NTK and LongRoPE rescale with it)."""
     found = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
-    if len(found) != 1 or getattr(found[0], "rope_type", None) not in _STATIC_ROPE:
+    if len(found) != 1:
         return None
-    return found[0]
+    rope_type = getattr(found[0], "rope_type", None)
+    if isinstance(rope_type, dict):
+        if not rope_type or not all(t in _STATIC_ROPE for t in rope_type.values()):
+            return None
+        return found[0], sorted(rope_type)
+    if not isinstance(rope_type, str) or rope_type not in _STATIC_ROPE:
+        return None
+    return found[0], [None]
 
 
-def rotary_tables(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
-                  ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """GroupQueryAttention's ``cos_cache``/``sin_cache`` ``[context_length, D / 2]``: the
-    model's own rotary module run at every position (its table for position p is what
-    it computes for p at run time); None for families without one."""
-    module = _rotary_module(model)
-    if module is None:
+Tables = dict[str | None, tuple[torch.Tensor, torch.Tensor]]
+
+
+def rotary_tables(model: torch.nn.Module, layout: Layout, dtype: torch.dtype) -> Tables | None:
+    """GroupQueryAttention's ``cos_cache``/``sin_cache`` ``[context_length, D / 2]`` per
+    layer kind (the key None: every layer's): the model's own rotary module run at every
+    position (its table for position p is what it computes for p at run time); None for
+    families without one."""
+    found = _rotary_module(model)
+    if found is None:
         return None
+    module, kinds = found
     positions = torch.arange(layout.context_length)[None]
-    try:
-        with torch.no_grad():
-            cos, sin = module(torch.zeros(1, dtype=dtype), positions)
-    except Exception:
-        return None
-    if cos.dim() != 3 or cos.shape[-1] % 2 or cos.shape[1] != layout.context_length:
-        return None
-    half = cos.shape[-1] // 2
-    if not (torch.equal(cos[..., :half], cos[..., half:])
-            and torch.equal(sin[..., :half], sin[..., half:])):
-        return None  # not rotate_half's layout
-    return cos[0, :, :half].contiguous(), sin[0, :, :half].contiguous()
+    tables: Tables = {}
+    for kind in kinds:
+        try:
+            with torch.no_grad():
+                args = (torch.zeros(1, dtype=dtype), positions) + ((kind,) if kind else ())
+                cos, sin = module(*args)
+        except Exception:
+            return None
+        if cos.dim() != 3 or cos.shape[-1] % 2 or cos.shape[1] != layout.context_length:
+            return None
+        half = cos.shape[-1] // 2
+        if not (torch.equal(cos[..., :half], cos[..., half:])
+                and torch.equal(sin[..., :half], sin[..., half:])):
+            return None  # not rotate_half's layout
+        tables[kind] = (cos[0, :, :half].contiguous(), sin[0, :, :half].contiguous())
+    return tables
 
 
 @contextlib.contextmanager
@@ -213,12 +246,22 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
     """As DecoderWithCache, with each layer's attention one ``pt2onnx::gqa``."""
 
     def __init__(self, model: torch.nn.Module, num_layers: int,
-                 tables: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+                 tables: Tables | None = None) -> None:
         super().__init__(model, num_layers)
         self.has_tables = tables is not None
-        if tables is not None:
-            self.register_buffer("rotary_cos_cache", tables[0], persistent=False)
-            self.register_buffer("rotary_sin_cache", tables[1], persistent=False)
+        self.table_kinds: dict[str | None, str] = {}
+        for kind, (cos, sin) in (tables or {}).items():
+            suffix = "" if kind is None else "_" + kind
+            self.table_kinds[kind] = suffix
+            self.register_buffer("rotary_cos_cache" + suffix, cos, persistent=False)
+            self.register_buffer("rotary_sin_cache" + suffix, sin, persistent=False)
+
+    def _tables(self) -> Tables | None:
+        if not self.has_tables:
+            return None
+        return {kind: (getattr(self, "rotary_cos_cache" + suffix),
+                       getattr(self, "rotary_sin_cache" + suffix))
+                for kind, suffix in self.table_kinds.items()}
 
     def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              past: list[torch.Tensor], **extra: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -234,8 +277,7 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
             layer.rotary = False
         cache.attention_mask = attention_mask
         cache.rotated = {}
-        cache.tables = (self.rotary_cos_cache, self.rotary_sin_cache) if self.has_tables \
-            else None
+        cache.tables = self._tables()
         _ACTIVE.append(cache)
         try:
             with _implementation(self.model.config, NAME), _recording_rotary(self.model, cache):

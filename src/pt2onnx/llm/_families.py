@@ -21,6 +21,7 @@ GENAI_TYPES = {
     "phi3": "phi3",
     "gemma": "gemma",
     "gemma2": "gemma2",
+    "gemma3_text": "gemma3_text",
     "gpt2": "decoder",
     "gpt_neox": "decoder",
     "opt": "decoder",
