@@ -77,6 +77,22 @@ FAMILIES = {
         sliding_window=8, **dict(SMALL, max_position_embeddings=4096), **T),
     "granitemoe": lambda: transformers.GraniteMoeConfig(
         num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, **SMALL, **T),
+    # More families onnxruntime-genai's builder writes (issue 40), exported as `decoder`.
+    "ernie4_5": lambda: transformers.Ernie4_5Config(num_key_value_heads=2, head_dim=8, **SMALL,
+                                                    **T),
+    "granite": lambda: transformers.GraniteConfig(
+        num_key_value_heads=2, embedding_multiplier=2.0, residual_multiplier=0.5,
+        attention_multiplier=0.2, logits_scaling=4.0, **SMALL, **T),
+    "hunyuan_v1_dense": lambda: transformers.HunYuanDenseV1Config(num_key_value_heads=2,
+                                                                  head_dim=8, **SMALL, **T),
+    "nemotron": lambda: transformers.NemotronConfig(num_key_value_heads=2, head_dim=8,
+                                                    partial_rotary_factor=0.5, **SMALL, **T),
+    "olmo": lambda: transformers.OlmoConfig(num_key_value_heads=2, **SMALL, **T),
+    "phimoe": lambda: transformers.PhimoeConfig(num_key_value_heads=2, num_local_experts=4,
+                                                num_experts_per_tok=2, **SMALL, **T),
+    # Every second layer without rotary.
+    "smollm3": lambda: transformers.SmolLM3Config(num_key_value_heads=2,
+                                                  no_rope_layer_interval=2, **SMALL, **T),
 }
 
 

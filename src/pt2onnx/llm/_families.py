@@ -28,6 +28,15 @@ GENAI_TYPES = {
     "bloom": "decoder",
     "falcon": "decoder",
     "gptj": "decoder",
+    # Families onnxruntime-genai's model builder also writes (issue 40), tested here as
+    # the generic decoder.
+    "ernie4_5": "decoder",
+    "granite": "decoder",
+    "hunyuan_v1_dense": "decoder",
+    "nemotron": "decoder",
+    "olmo": "decoder",
+    "phimoe": "decoder",
+    "smollm3": "decoder",
 }
 
 # Families that can't be exported for genai's decoder loop, and why.
