@@ -83,6 +83,10 @@ FAMILIES = {
     "granite": lambda: transformers.GraniteConfig(
         num_key_value_heads=2, embedding_multiplier=2.0, residual_multiplier=0.5,
         attention_multiplier=0.2, logits_scaling=4.0, **SMALL, **T),
+    # Granite 4.0 with attention layers only (its Mamba layers are refused).
+    "granitemoehybrid": lambda: transformers.GraniteMoeHybridConfig(
+        num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, mamba_n_heads=4,
+        layer_types=["attention"] * LAYERS, **SMALL, **T),
     "hunyuan_v1_dense": lambda: transformers.HunYuanDenseV1Config(num_key_value_heads=2,
                                                                   head_dim=8, **SMALL, **T),
     "nemotron": lambda: transformers.NemotronConfig(num_key_value_heads=2, head_dim=8,
@@ -467,8 +471,8 @@ def test_an_untyped_error_of_the_model_is_a_typed_refusal_naming_the_architectur
         raise ValueError("this cache kind is not handled here")
 
     model.model.norm.forward = broken
-    with pytest.raises(InvalidInputError, match=r"LlamaForCausalLM \(llama\).*ValueError "
-                                                r"\(this cache kind") as info:
+    with pytest.raises(InvalidInputError, match=r"LlamaForCausalLM \(llama\): ValueError: "
+                                                r"this cache kind") as info:
         pt2onnx.export_llm(model, tmp_path / "out")
     assert isinstance(info.value.__cause__, ValueError)
 

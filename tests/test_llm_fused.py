@@ -51,8 +51,9 @@ def _uses_attention_interface(family: str) -> bool:
 
 
 FUSED = ["ernie4_5", "gemma", "gemma2", "gemma3_text", "gpt2", "gpt_neox", "granite", "granitemoe",
-         "hunyuan_v1_dense", "llama", "mistral", "mixtral", "nemotron", "olmo", "olmoe", "opt",
-         "phi", "phi3", "phimoe", "qwen2", "qwen3", "qwen3_moe", "smollm3"]
+         "granitemoehybrid", "hunyuan_v1_dense", "llama", "mistral", "mixtral", "nemotron",
+         "olmo", "olmoe", "opt", "phi", "phi3", "phimoe", "qwen2", "qwen3", "qwen3_moe",
+         "smollm3"]
 # BLOOM, GPT-J before transformers 5.24: their own attention code (no AttentionInterface);
 # Falcon adds ALiBi to a mask transformers no longer builds; GPT-OSS has sink logits.
 FALLBACK = {"bloom": "AttentionInterface", "falcon": "Error", "gpt_oss": "sink"}

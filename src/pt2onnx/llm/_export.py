@@ -162,12 +162,13 @@ def _refusing_untyped(name: str) -> Iterator[None]:
         text = str(exc).strip().splitlines()
         first = text[0][:300] if text else ""
         raise InvalidInputError(
-            f"export-llm can't export {name}: its code raised {type(exc).__name__} "
-            f"({first}) when run as a decoder over a transformers DynamicCache of key/value "
-            "layers, the one state onnxruntime-genai's decoder loop feeds "
-            "(past_key_values.{i}.key/.value). What it needs beyond that is what the "
-            "original error (this error's __cause__) names. Next step: export its forward "
-            "with pt2onnx.export, or report the architecture with this message.") from exc
+            f"export-llm can't export {name}: {type(exc).__name__}: {first} (raised while "
+            "export-llm loaded it, or ran or captured it as a decoder over a transformers "
+            "DynamicCache of key/value layers, the one state onnxruntime-genai's decoder "
+            "loop feeds: past_key_values.{i}.key/.value). What the architecture needs "
+            "beyond that is what the original error, this error's __cause__, names. Next "
+            "step: export its forward with pt2onnx.export, or report the architecture with "
+            "this message.") from exc
 
 
 def _graph_with_fallbacks(model: Any, config: Any, folder: Path | None,

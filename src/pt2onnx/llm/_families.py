@@ -32,6 +32,7 @@ GENAI_TYPES = {
     # the generic decoder.
     "ernie4_5": "decoder",
     "granite": "decoder",
+    "granitemoehybrid": "decoder",  # with attention layers only (Mamba layers: refused)
     "hunyuan_v1_dense": "decoder",
     "nemotron": "decoder",
     "olmo": "decoder",
@@ -102,8 +103,13 @@ def named(model_or_dir: Any) -> str:
             raw = {}
         config = SimpleNamespace(**raw) if isinstance(raw, dict) else SimpleNamespace()
         model_or_dir = None
+    return label(config, model_or_dir)
+
+
+def label(config: Any, model: Any = None) -> str:
+    """``Gemma3ForCausalLM (gemma3_text)``, or the one name where that is all there is."""
     model_type = str(getattr(config, "model_type", "") or "")
-    arch = architecture(config, model_or_dir)
+    arch = architecture(config, model)
     return f"{arch} ({model_type})" if model_type and model_type != arch else arch
 
 
@@ -139,7 +145,7 @@ def check_family(config: Any) -> str:
         kinds = "; ".join(f"{kind!r} at layer{'s' if len(idx) > 1 else ''} "
                           f"{', '.join(map(str, idx))}" for kind, idx in states.items())
         raise InvalidInputError(
-            f"{architecture(config)} ({model_type}) can't be exported by export-llm: its "
+            f"{label(config)} can't be exported by export-llm: its "
             f"config's layer_types name layers whose cache holds a state other than "
             f"attention keys and values ({kinds}), and export-llm writes only "
             "past_key_values.{i}.key/.value. Next step: export its forward with "
