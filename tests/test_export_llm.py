@@ -94,6 +94,11 @@ FAMILIES = {
     "olmo": lambda: transformers.OlmoConfig(num_key_value_heads=2, **SMALL, **T),
     "phimoe": lambda: transformers.PhimoeConfig(num_key_value_heads=2, num_local_experts=4,
                                                 num_experts_per_tok=2, **SMALL, **T),
+    # LFM2: convolution layers (their state beside the key/values) and attention layers.
+    # Weights drawn wider than the default so that the greedy tokens vary.
+    "lfm2": lambda: transformers.Lfm2Config(
+        num_key_value_heads=2, initializer_range=0.3,
+        layer_types=["conv", "full_attention", "conv"], **SMALL, **T),
     # Every second layer without rotary.
     "smollm3": lambda: transformers.SmolLM3Config(num_key_value_heads=2,
                                                   no_rope_layer_interval=2, **SMALL, **T),
@@ -194,6 +199,50 @@ def test_gemma3_sliding_and_global_layers_each_rotate_with_their_own_rope_base(t
         assert attrs.get("local_window_size", -1) == (8 if kind == "sliding_attention" else -1)
         tables.setdefault(kind, set()).add(tuple(node.input[7:9]))
     assert all(len(t) == 1 for t in tables.values()) and len(set.union(*tables.values())) == 2
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+@pytest.mark.models
+def test_lfm2_convolution_states_in_genais_layout(tmp_path):
+    """LFM2 (issue 40; refused before): the convolution layers' states are
+    ``past.{i}.conv`` / ``present.{i}.conv`` ``[batch, hidden, L - 1]`` beside the
+    attention layers' key/values, as onnxruntime-genai's builder lays them out, named
+    in genai_config.json; a step over random states and a past equals eager in
+    onnxruntime, and genai's greedy tokens equal transformers'."""
+    _genai()
+    import onnxruntime as ort
+
+    from pt2onnx.llm import _hybrid
+
+    model = _checkpoint("lfm2", tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    decoder = result.genai_config["model"]["decoder"]
+    assert result.genai_config["model"]["type"] == "lfm2"
+    assert decoder["layer_types"] == ["conv", "full_attention", "conv"]
+    assert decoder["conv_cache_size"] == 2
+    assert decoder["inputs"]["past_conv_names"] == "past.%d.conv"
+    assert decoder["outputs"]["present_conv_names"] == "present.%d.conv"
+    session = ort.InferenceSession(str(result.model_path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    assert names == ["input_ids", "attention_mask", "position_ids", "past.0.conv",
+                     "past_key_values.1.key", "past_key_values.1.value", "past.2.conv"]
+    rng = np.random.default_rng(0)
+    for batch, past, seq in ((1, 4, 3), (2, 5, 1), (1, 0, 6)):
+        ids = rng.integers(3, 128, (batch, seq))
+        conv = [rng.standard_normal((batch, 32, 2)).astype(np.float32) for _ in range(2)]
+        kv = [rng.standard_normal((batch, 2, past, 8)).astype(np.float32) for _ in range(2)]
+        feeds = {"input_ids": ids, "attention_mask": np.ones((batch, past + seq), np.int64),
+                 "position_ids": np.arange(past, past + seq)[None].repeat(batch, 0),
+                 "past.0.conv": conv[0], "past_key_values.1.key": kv[0],
+                 "past_key_values.1.value": kv[1], "past.2.conv": conv[1]}
+        got = session.run(None, feeds)
+        wrapper = _hybrid.wrap(model, result.layout)
+        with torch.no_grad():
+            want = wrapper(*(torch.from_numpy(np.asarray(feeds[k])) for k in names[:3]),
+                           [torch.from_numpy(feeds[k]) for k in names[3:]])
+        assert len(got) == len(want) == 5
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w.numpy(), atol=1e-4, rtol=1e-4)
     assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
 
 

@@ -56,7 +56,8 @@ FUSED = ["ernie4_5", "gemma", "gemma2", "gemma3_text", "gpt2", "gpt_neox", "gran
          "smollm3"]
 # BLOOM, GPT-J before transformers 5.24: their own attention code (no AttentionInterface);
 # Falcon adds ALiBi to a mask transformers no longer builds; GPT-OSS has sink logits.
-FALLBACK = {"bloom": "AttentionInterface", "falcon": "Error", "gpt_oss": "sink"}
+FALLBACK = {"bloom": "AttentionInterface", "falcon": "Error", "gpt_oss": "sink",
+            "lfm2": "key/value-only"}  # LFM2: convolution layers beside the attention
 if _uses_attention_interface("gptj"):
     FUSED.append("gptj")
 else:

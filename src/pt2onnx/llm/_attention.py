@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from pt2onnx.llm import _wrapper
+from pt2onnx.llm import _families, _wrapper
 from pt2onnx.llm._families import Layout
 from pt2onnx.rules import gqa as _gqa_rule
 
@@ -282,7 +282,7 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
         try:
             with _implementation(self.model.config, NAME), _recording_rotary(self.model, cache):
                 out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                                 **{_wrapper.cache_keyword(self.model): cache},
+                                 **{_families.cache_keyword(self.model): cache},
                                  use_cache=True, **extra)
         finally:
             _ACTIVE.pop()

@@ -19,6 +19,18 @@ import torch
 from pt2onnx.errors import ExportError, InvalidInputError
 from pt2onnx.frontends import converted_copy
 from pt2onnx.llm import _attention, _families, _fuse, _genai, _meta, _norm, _quant, _stamp, _wrapper
+from pt2onnx.llm import (
+    _attention,
+    _families,
+    _fuse,
+    _genai,
+    _hybrid,
+    _meta,
+    _norm,
+    _quant,
+    _stamp,
+    _wrapper,
+)
 from pt2onnx.llm._families import Layout
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
@@ -288,6 +300,17 @@ def _graph(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.dt
     """The captured (and stamped) program; its weights read from ``checkpoint`` when
     the model is on the meta device."""
     prog = layout = None
+    if _hybrid.is_hybrid(model_type):
+        # Its convolution layers are neither GroupQueryAttention nor stamped (one
+        # capture of every layer); the attention layers keep the model's own ops.
+        if fusion.on:
+            notes.append(f"{model_type}: the attention was not fused into "
+                         "GroupQueryAttention (export-llm fuses key/value-only decoders); "
+                         "the model's own attention ops were exported instead.")
+        fusion.on = False
+        layout = _hybrid.layout(model, config, model_type)
+        prog = _capture(model, layout, dtype, opset, notes, fusion=fusion)
+        stamp = False
     if stamp:
         prog, layout = _stamped(model, config, model_type, dtype, opset, notes, fusion)
     if prog is None or layout is None:
@@ -476,7 +499,8 @@ def _name_total_dims(model: ir.Model) -> None:
     """The present outputs' length is past + sequence; genai's dim name is
     total_sequence_length, the attention mask's."""
     for value in model.graph.outputs:
-        if value.name and value.name.startswith("present.") and value.shape is not None:
+        if value.name and value.name.startswith("present.") and value.shape is not None \
+                and not value.name.endswith(".conv"):
             dims = list(value.shape)
             dims[2] = ir.SymbolicDim(_wrapper.TOTAL)
             value.shape = ir.Shape(dims)

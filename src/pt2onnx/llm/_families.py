@@ -28,6 +28,7 @@ GENAI_TYPES = {
     "bloom": "decoder",
     "falcon": "decoder",
     "gptj": "decoder",
+    "lfm2": "lfm2",  # convolution states beside the key/values (see _hybrid)
     # Families onnxruntime-genai's model builder also writes (issue 40), tested here as
     # the generic decoder.
     "ernie4_5": "decoder",
@@ -50,7 +51,6 @@ UNSUPPORTED = {
     "zamba": "its cache mixes Mamba states with attention key/values",
     "zamba2": "its cache mixes Mamba states with attention key/values",
     "falcon_h1": "its cache mixes Mamba states with attention key/values",
-    "lfm2": "its cache holds convolution states beside attention key/values",
     "qwen3_next": "its cache holds linear-attention states beside attention key/values",
 }
 
@@ -70,7 +70,16 @@ class Layout:
     context_length: int
     uses_position_ids: bool
     known: bool
+    # Hybrid families (LFM2): each layer's kind ("conv" or "full_attention"), the
+    # convolution state's channels and length; empty for a key/value-only decoder.
+    layer_kinds: tuple[str, ...] = ()
+    conv_channels: int = 0
+    conv_cache: int = 0
 
+
+# Hybrid families export-llm lays out as onnxruntime-genai's builder does: model_type ->
+# the state-holding layer kinds it writes (see _hybrid).
+HYBRID_KINDS = {"lfm2": frozenset({"conv"})}
 
 # Words in a config's per-layer kinds (``layer_types``) that name a layer whose cache
 # state is not keys and values: LFM2's "conv", Granite 4.0's "mamba", Qwen3-Next's and
@@ -141,6 +150,9 @@ def check_family(config: Any) -> str:
             "onnxruntime-genai's decoder loop feeds only past_key_values.{i}.key/.value. "
             "Next step: export its forward with pt2onnx.export and drive the state yourself.")
     states = state_layers(config)
+    allowed = HYBRID_KINDS.get(model_type)
+    if allowed is not None:
+        states = {kind: idx for kind, idx in states.items() if kind not in allowed}
     if states:
         kinds = "; ".join(f"{kind!r} at layer{'s' if len(idx) > 1 else ''} "
                           f"{', '.join(map(str, idx))}" for kind, idx in states.items())
@@ -167,3 +179,17 @@ def context_length(config: Any) -> int:
                       "seq_length", "n_ctx")
     # Families without learned positions (BLOOM's ALiBi) set no limit; genai needs one.
     return int(value) if value else 2048
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword forward declares for the cache: ``cache`` from transformers 5.24 on
+    (``past_key_values`` still works there, through a deprecation wrapper that warns and
+    goes at 5.40), ``past_key_values`` before."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "past_key_values" if "past_key_values" in params or "cache" not in params \
+        else "cache"

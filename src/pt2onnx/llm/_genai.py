@@ -45,6 +45,19 @@ def config_dict(layout: Layout, config: Any, generation: Any, filename: str,
         names["position_ids"] = "position_ids"
     names["past_key_names"] = "past_key_values.%d.key"
     names["past_value_names"] = "past_key_values.%d.value"
+    outputs = {"logits": "logits", "present_key_names": "present.%d.key",
+               "present_value_names": "present.%d.value"}
+    cfg = _dict(layout, bos, eos, pad, filename, names, outputs, share_buffer)
+    if layout.layer_kinds:
+        from pt2onnx.llm import _hybrid
+
+        _hybrid.genai_fields(layout, names, outputs, cfg["model"]["decoder"])
+    return cfg
+
+
+def _dict(layout: Layout, bos: Any, eos: Any, pad: Any, filename: str,
+          names: dict[str, str], outputs: dict[str, str], share_buffer: bool,
+          ) -> dict[str, Any]:
     return {
         "model": {
             "bos_token_id": bos,
@@ -55,8 +68,7 @@ def config_dict(layout: Layout, config: Any, generation: Any, filename: str,
                 "head_size": layout.head_size,
                 "hidden_size": layout.hidden_size,
                 "inputs": names,
-                "outputs": {"logits": "logits", "present_key_names": "present.%d.key",
-                            "present_value_names": "present.%d.value"},
+                "outputs": outputs,
                 "num_attention_heads": layout.num_attention_heads,
                 "num_hidden_layers": layout.num_layers,
                 "num_key_value_heads": layout.num_kv_heads,

@@ -9,7 +9,7 @@ import torch
 
 from pt2onnx.errors import InvalidInputError
 from pt2onnx.llm import _families
-from pt2onnx.llm._families import Layout
+from pt2onnx.llm._families import Layout, cache_keyword
 
 BATCH, SEQ, PAST, TOTAL = ("batch_size", "sequence_length", "past_sequence_length",
                            "total_sequence_length")
@@ -56,23 +56,13 @@ class DecoderWithCacheNoPositions(DecoderWithCache):
         return self.step(input_ids, attention_mask, past)
 
 
-def wrap(model: torch.nn.Module, layout: Layout) -> DecoderWithCache:
+def wrap(model: torch.nn.Module, layout: Layout) -> Any:
+    if layout.layer_kinds:
+        from pt2onnx.llm import _hybrid
+
+        return _hybrid.wrap(model, layout)
     cls = DecoderWithCache if layout.uses_position_ids else DecoderWithCacheNoPositions
     return cls(model, layout.num_layers)
-
-
-def cache_keyword(model: Any) -> str:
-    """The keyword forward declares for the cache: ``cache`` from transformers 5.24 on
-    (``past_key_values`` still works there, through a deprecation wrapper that warns and
-    goes at 5.40), ``past_key_values`` before."""
-    import inspect
-
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return "past_key_values"
-    return "past_key_values" if "past_key_values" in params or "cache" not in params \
-        else "cache"
 
 
 def output_cache(out: Any) -> Any:
@@ -163,6 +153,11 @@ def names(layout: Layout) -> tuple[list[str], list[str]]:
     """The genai input and output names, in the wrapper's order."""
     inputs = ["input_ids", "attention_mask"] + (["position_ids"] if layout.uses_position_ids
                                                 else [])
+    if layout.layer_kinds:
+        from pt2onnx.llm import _hybrid
+
+        return inputs + _hybrid.state_names(layout, True), \
+            ["logits"] + _hybrid.state_names(layout, False)
     inputs += [f"past_key_values.{i}.{kv}" for i in range(layout.num_layers)
                for kv in ("key", "value")]
     outputs = ["logits"] + [f"present.{i}.{kv}" for i in range(layout.num_layers)
@@ -186,7 +181,12 @@ def dynamic_shapes(layout: Layout) -> tuple[Any, ...]:
     spec: list[Any] = [{0: batch, 1: seq}, {0: batch, 1: total}]
     if layout.uses_position_ids:
         spec.append({0: batch, 1: seq})
-    spec.append([{0: batch, 2: past}] * (2 * layout.num_layers))
+    if layout.layer_kinds:
+        from pt2onnx.llm import _hybrid
+
+        spec.append(_hybrid.state_dims(layout, batch, past))
+    else:
+        spec.append([{0: batch, 2: past}] * (2 * layout.num_layers))
     return tuple(spec)
 
 
@@ -197,6 +197,11 @@ def example(layout: Layout, dtype: torch.dtype, seq: int = 3, past: int = 5) -> 
     args: list[Any] = [ids, mask]
     if layout.uses_position_ids:
         args.append(torch.arange(past, past + seq, dtype=torch.int64)[None])
+    if layout.layer_kinds:
+        from pt2onnx.llm import _hybrid
+
+        args.append(_hybrid.state_example(layout, dtype, past))
+        return tuple(args)
     args.append([torch.randn(1, layout.num_kv_heads, past, layout.head_size, dtype=dtype)
                  for _ in range(2 * layout.num_layers)])
     return tuple(args)
