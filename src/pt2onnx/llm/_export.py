@@ -18,7 +18,6 @@ import torch
 
 from pt2onnx.errors import ExportError, InvalidInputError
 from pt2onnx.frontends import converted_copy
-from pt2onnx.llm import _attention, _families, _fuse, _genai, _meta, _norm, _quant, _stamp, _wrapper
 from pt2onnx.llm import (
     _attention,
     _families,
