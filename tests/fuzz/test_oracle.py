@@ -178,3 +178,57 @@ def test_which_capture_errors_are_typed_refusals(monkeypatch: Any, message: str,
     monkeypatch.setattr(oracle, "export", refuse)
     out = oracle.check_source(_DYNAMIC)
     assert out.cls == "export_error" and out.typed is typed, out
+
+
+_TRUNC_PRODUCT = '''
+import torch
+
+B = None
+HALF = False
+
+
+class Program(torch.nn.Module):
+    def forward(self, x, s):
+        return (x * s).to(torch.int32), x * s
+
+
+def make_inputs(b=5):
+    # x * s = 1 - 2**-24 exactly (0 as int32); one ulp above it is 1.0 (1 as int32).
+    return (torch.tensor([1 - 2**-24, -0.5, -1.0, 2.0]), torch.tensor([1.0, 1.0, 1.0, 1.0]))
+
+
+def dynamic_shapes():
+    return None
+'''
+
+
+class _UlpAbove(torch.nn.Module):
+    """The file as a runtime whose multiply is an ulp above the correctly rounded product
+    (onnxruntime's float32 Tanh of 8.748283 is 1.0 where the true value rounds to
+    0.99999994: fuzz seed 3805, program 121). Planted, so the test does not depend on this
+    machine's kernels: ``(1 - 2**-24) * (1 + 2**-23)`` rounds to 1.0 on every CPU."""
+
+    def forward(self, x: torch.Tensor, s: torch.Tensor) -> Any:
+        p = x * torch.where(x > 0.9, s + 2**-23, s)
+        return p.to(torch.int32), p
+
+
+def _export_ulp_above(monkeypatch: Any) -> None:
+    real = oracle.export
+    monkeypatch.setattr(oracle, "export",
+                        lambda exporter, module, args, spec: real(exporter, _UlpAbove(), args, spec))
+
+
+def test_a_runtime_kernel_an_ulp_off_before_a_cast_is_not_a_mismatch(monkeypatch: Any) -> None:
+    # Eager, float64 and the per-op float32 opinion all give 0; the file gives 1. Eager
+    # with each op an ulp away from zero gives 1, as the runtime does.
+    _export_ulp_above(monkeypatch)
+    out = oracle.check_source(_TRUNC_PRODUCT)
+    assert out.cls == "ok", out.detail
+
+
+def test_without_the_ulp_opinion_it_is_a_mismatch(monkeypatch: Any) -> None:
+    _export_ulp_above(monkeypatch)
+    monkeypatch.setattr(oracle, "_ulp_each_op", lambda *a, **k: None)
+    out = oracle.check_source(_TRUNC_PRODUCT)
+    assert out.cls == "mismatch", out
