@@ -209,3 +209,25 @@ def test_math_of_a_size_in_a_strict_capture() -> None:
         x = torch.randn(2, n)
         np.testing.assert_allclose(prog.run(x)[0], _ScaledBySqrtOfSize()(x).numpy(),
                                    rtol=1e-5, atol=1e-6)
+
+
+class _PairsByFloor(torch.nn.Module):
+    """The fuzzer's seed 3805 program 294: pairs of rows, counted by ``math.floor``."""
+
+    def forward(self, x):
+        half = math.floor(x.shape[0] / 2)
+        return x.narrow(0, 0, half * 2).reshape(half, 2, *x.shape[1:]).sum(1)
+
+
+def test_math_floor_of_a_size_as_a_count() -> None:
+    """``math.floor(t / 2)`` rows of pairs, from an example of 6, run at 1 (an empty
+    result), 2, 6, 7 and 31. From an example of 1 it is still a typed refusal
+    (docs/dynamic.md, "Still refused")."""
+    t = Dim("t", min=1, max=64)
+    prog = pt2onnx.export(_PairsByFloor(), (torch.randn(6, 3),), dynamic_shapes=({0: t},))
+    for n in (1, 2, 6, 7, 31):
+        x = torch.randn(n, 3)
+        expected = _PairsByFloor()(x)
+        got = prog.run(x)[0]
+        assert got.shape == tuple(expected.shape)
+        np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-6)
