@@ -73,3 +73,30 @@ def test_switch_turns_it_off() -> None:
         print("after import", {_kind()})
     """, PT2ONNX_EAGER_IMPORTS="1")
     assert "after import module" in out
+
+
+def test_import_defers_the_exporter_and_a_static_export_loads_no_runtime(tmp_path: Path) -> None:
+    """``import pt2onnx`` loads only its facade; the first export loads the exporter and
+    the rules it needs, and a static export to a file never loads onnxruntime, the ONNX
+    reference evaluator, transformers, the LLM exporter or the CLI."""
+    out = _run(f"""
+        import sys, torch
+        before = set(sys.modules)
+        import pt2onnx
+        print("at import", sorted(n for n in set(sys.modules) - before  # not sympy's stand-ins
+                                  if type(sys.modules[n]).__name__ != "_DeferredModule"))
+        m = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+            torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 2)).eval()
+        prog = pt2onnx.export(m, (torch.randn(1, 3, 8, 8),), {str(tmp_path / "m.onnx")!r})
+        heavy = ["onnxruntime", "onnx.reference", "transformers", "pt2onnx.llm",
+                 "pt2onnx.cli", "pt2onnx.testing"]
+        print("after export", [h for h in heavy if h in sys.modules])
+        assert prog.verify().ok
+        print("verified", "onnxruntime" in sys.modules)
+        print("names", pt2onnx.errors.CaptureError.__name__, pt2onnx.__version__ != "")
+    """)
+    assert "at import ['pt2onnx', 'pt2onnx._lazy', 'pt2onnx._version']" in out
+    assert "after export []" in out
+    assert "verified True" in out
+    assert "names CaptureError True" in out

@@ -54,9 +54,14 @@ def _load(stub: _DeferredModule) -> types.ModuleType:
         return real
 
 
+def eager_imports() -> bool:
+    """``PT2ONNX_EAGER_IMPORTS=1``: import everything at ``import pt2onnx``, defer nothing."""
+    return os.environ.get("PT2ONNX_EAGER_IMPORTS", "") not in ("", "0")
+
+
 def defer_sympy() -> None:
     """Defers ``import sympy`` until something reads from it; see the module docstring."""
-    if os.environ.get("PT2ONNX_EAGER_IMPORTS", "") not in ("", "0"):
+    if eager_imports():
         return
     if "sympy" in sys.modules or "onnx_ir" in sys.modules:
         return

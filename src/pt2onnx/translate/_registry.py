@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import importlib
 import inspect
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -14,12 +16,24 @@ Rule = Callable[..., Any]
 F = TypeVar("F", bound=Rule)
 
 
+_UNREAD: Any = object()
+
+
 @dataclass(frozen=True)
 class RuleEntry:
     since: int
     fn: Rule
-    # Keyword names the rule accepts; None means it takes **kwargs.
-    kwarg_names: frozenset[str] | None = field(compare=False, default=None)
+    # Keyword names the rule accepts (None: it takes **kwargs), read from the rule's
+    # signature the first time a node needs them: reading all 500 built-in rules'
+    # signatures at registration took a third of loading them.
+    names: Any = field(compare=False, default=_UNREAD, repr=False)
+
+    @property
+    def kwarg_names(self) -> frozenset[str] | None:
+        if self.names is _UNREAD:
+            object.__setattr__(self, "names", _kwarg_names(self.fn))
+        names: frozenset[str] | None = self.names
+        return names
 
 
 def _kwarg_names(fn: Rule) -> frozenset[str] | None:
@@ -51,21 +65,44 @@ class Registry:
     (``complex=True``): such a node sees its complex values as (real, imag) pairs in
     a trailing axis, which a rule written for real tensors would silently get wrong,
     so the translator looks only there for them.
+
+    ``builtins`` names a package whose import registers rules here (``pt2onnx.rules``
+    for the shared ``REGISTRY``); it is imported on the registry's first use, so
+    ``import pt2onnx`` does not pay for every rule module, and before the first rule a
+    user registers, so a user's rule replaces the built-in one as it always did.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, builtins: str | None = None) -> None:
         self._rules: dict[Any, list[RuleEntry]] = {}
         self._complex: dict[Any, list[RuleEntry]] = {}
+        self._builtins = builtins
+        self._loading = False
+        self._lock = threading.RLock()
+
+    def _load_builtins(self) -> None:
+        if self._builtins is None:
+            return
+        with self._lock:  # another thread waits here until the rules are all in
+            if self._builtins is None or self._loading:
+                return  # loaded meanwhile, or a built-in rule registering itself
+            self._loading = True
+            try:
+                importlib.import_module(self._builtins)
+            finally:
+                self._loading = False
+            self._builtins = None
 
     def register(self, op: Any, fn: Rule, since: int = 1, complex: bool = False) -> None:
+        self._load_builtins()
         table = self._complex if complex else self._rules
         for key in _expand(op):
             entries = table.setdefault(key, [])
             entries[:] = [e for e in entries if e.since != since]
-            bisect.insort(entries, RuleEntry(since, fn, _kwarg_names(fn)), key=lambda e: e.since)
+            bisect.insort(entries, RuleEntry(since, fn), key=lambda e: e.since)
 
     def lookup(self, op: Any, opset: int, complex: bool = False) -> RuleEntry | None:
         """The rule with the highest ``since`` at or below ``opset``."""
+        self._load_builtins()
         entries = (self._complex if complex else self._rules).get(op)
         if not entries:
             return None
@@ -76,15 +113,19 @@ class Registry:
         return best
 
     def opsets(self, op: Any, complex: bool = False) -> list[int]:
+        self._load_builtins()
         return [e.since for e in (self._complex if complex else self._rules).get(op, [])]
 
     def __contains__(self, op: Any) -> bool:
+        self._load_builtins()
         return op in self._rules or op in self._complex
 
     def ops(self) -> list[Any]:
+        self._load_builtins()
         return list(dict.fromkeys([*self._rules, *self._complex]))
 
     def copy(self) -> Registry:
+        self._load_builtins()
         new = Registry()
         new._rules = {k: list(v) for k, v in self._rules.items()}
         new._complex = {k: list(v) for k, v in self._complex.items()}
@@ -103,7 +144,7 @@ def _expand(op: Any) -> Iterable[Any]:
         yield op
 
 
-REGISTRY = Registry()
+REGISTRY = Registry(builtins="pt2onnx.rules")
 
 # Ops the translator never folds, even when every input is a constant: a dequantize
 # of a constant int8 weight stays a DequantizeLinear over the int8 initializer, the
