@@ -87,6 +87,9 @@ def test_transposed_weights_are_written_in_blocks(tmp_path):
     buf = io.BytesIO()
     _save._write_transposed(buf, w, chunk_bytes=7 * 4 * 3)  # three rows of w.t() per block
     assert buf.getvalue() == w.t().contiguous().numpy().tobytes()
+    buf = io.BytesIO()  # converted on the way, a block at a time (weights= in another dtype)
+    _save._write_transposed(buf, w, chunk_bytes=7 * 2 * 3, dtype=torch.float16)
+    assert buf.getvalue() == w.t().to(torch.float16).contiguous().numpy().tobytes()
 
 
 def test_matmul_weights_through_external_data(tmp_path):

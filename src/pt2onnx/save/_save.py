@@ -145,13 +145,16 @@ def _byte_view(t: torch.Tensor) -> Any:
     return t.reshape(-1).view(torch.uint8).numpy().data
 
 
-def _write_transposed(f: Any, w: torch.Tensor, chunk_bytes: int = 16 * 2**20) -> None:
-    """Writes w.t() block by block, so only one block is ever copied in memory."""
+def _write_transposed(f: Any, w: torch.Tensor, chunk_bytes: int = 16 * 2**20,
+                     dtype: torch.dtype | None = None) -> None:
+    """Writes w.t() (converted to ``dtype``, default w's) block by block, so only one
+    block is ever copied in memory."""
     w = _cpu_plain(w.detach())
+    out_dtype = w.dtype if dtype is None or dtype == torch.bool else dtype
     rows, cols = w.shape
-    step = max(1, chunk_bytes // max(1, rows * w.element_size()))
+    step = max(1, chunk_bytes // max(1, rows * out_dtype.itemsize))
     for i in range(0, cols, step):
-        f.write(_byte_view(w[:, i:i + step].t().contiguous()))
+        f.write(_byte_view(w[:, i:i + step].t().to(out_dtype).contiguous()))
 
 
 def _bytes_2d(w: torch.Tensor) -> np.ndarray:
@@ -258,20 +261,44 @@ class _StagedFile:
         self.full.put(None)
 
 
-def _produce(sink: _StagedFile, parts: list[Any], source: Any) -> None:
+class _FileSink:
+    """A sink that writes straight to the file on the calling thread: for a buffered
+    file the page cache's copy is the only one, so a stage buffer would add a copy
+    (and a thread handoff per stage) without overlapping anything."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self.size = 0
+
+    def write(self, data: Any) -> int:
+        mv = memoryview(data).cast("B")
+        _write_all(self._fd, mv, False)
+        self.size += len(mv)
+        return len(mv)
+
+    def write_transposed(self, w: torch.Tensor, dtype: torch.dtype | None = None) -> None:
+        _write_transposed(self, w, _STAGE_BYTES, dtype)
+
+
+def _emit(sink: _StagedFile | _FileSink, parts: list[Any], source: Any) -> None:
     """Each part's bytes in order: bytes as they are, a (value, tensor) item as its data."""
+    for part in parts:
+        if isinstance(part, (bytes, bytearray)):
+            sink.write(part)
+            continue
+        value, tensor = part
+        if source is not None and is_meta(value):
+            _write_tensor(value, tensor, sink, source)  # from the source, in pieces
+        elif (src := _transpose_source(value)) is not None:
+            sink.write_transposed(src)
+        else:
+            sink.write(_torch_bytes(tensor))
+
+
+def _produce(sink: _StagedFile, parts: list[Any], source: Any) -> None:
+    """``_emit`` on the producer thread; an error goes to the writing thread."""
     try:
-        for part in parts:
-            if isinstance(part, (bytes, bytearray)):
-                sink.write(part)
-                continue
-            value, tensor = part
-            if source is not None and is_meta(value):
-                _write_tensor(value, tensor, sink, source)  # from the source, in pieces
-            elif (src := _transpose_source(value)) is not None:
-                sink.write_transposed(src)
-            else:
-                sink.write(_torch_bytes(tensor))
+        _emit(sink, parts, source)
         sink.finish()
     except _Abort:
         pass
@@ -290,13 +317,17 @@ def _open_data(path: Path, direct: bool) -> tuple[int, bool]:
 
 
 def _stream(path: Path, parts: list[Any], source: Any = None, direct: bool = False) -> None:
-    """Writes parts to path in order. A thread makes the bytes (copies, transposes,
-    folded weights) into one stage buffer while this thread writes the other."""
+    """Writes parts to path in order. With direct I/O a thread makes the bytes (copies,
+    transposes, folded weights) into one stage buffer while this thread writes the
+    other; a buffered file is written from the tensors' own memory (``_FileSink``)."""
     import mmap
     import threading
 
     fd, direct = _open_data(path, direct)
     try:
+        if not direct:
+            _emit(_FileSink(fd), parts, source)
+            return
         stage_bytes = -(-_STAGE_BYTES // _DIRECT_ALIGN) * _DIRECT_ALIGN
         stages = [mmap.mmap(-1, stage_bytes) for _ in range(2)]  # page-aligned
         sink = _StagedFile(stages)
