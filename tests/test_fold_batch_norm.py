@@ -97,3 +97,20 @@ def test_the_pass_counts_and_leaves_training_norms() -> None:
         prog = pt2onnx.export(train, (x,))
     out = prog.run(x)[0]
     np.testing.assert_allclose(out, train(x).detach().numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(300, 64, 3, 3), (3, 40000, 1, 1), (5, 2, 7)])
+def test_blockwise_scaling_writes_the_same_bits(dtype: torch.dtype, shape: tuple[int, ...]) -> None:
+    """The folded weight is scaled a block of output channels at a time (several blocks
+    here; one channel larger than a block in the second case): the same float64 product,
+    rounded once to the weight's dtype, as scaling the whole weight at once."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(shape, generator=g).to(dtype)
+    scale = (torch.rand(shape[0], generator=g, dtype=torch.float64) * 3).reshape(
+        -1, *([1] * (len(shape) - 1)))
+    whole = (w.double() * scale).to(dtype)
+    got = fold_batch_norm._scaled(w, scale)
+    assert got.dtype == dtype and got.shape == w.shape
+    assert torch.equal(got.view(torch.int16 if dtype != torch.float32 else torch.int32),
+                       whole.view(torch.int16 if dtype != torch.float32 else torch.int32))

@@ -73,7 +73,7 @@ def _rewrite(graph: ir.Graph, names: Iterator[str]) -> int:
         def fused_weight(w: torch.Tensor = w, scale: Callable[[], torch.Tensor] = scale
                          ) -> torch.Tensor:
             with torch.no_grad():
-                return (w.double() * scale().reshape(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
+                return _scaled(w, scale().reshape(-1, *([1] * (w.dim() - 1))))
 
         def fused_bias(w: torch.Tensor = w, b: torch.Tensor | None = b, m: torch.Tensor = mean,
                        beta: torch.Tensor = beta, scale: Callable[[], torch.Tensor] = scale,
@@ -89,6 +89,21 @@ def _rewrite(graph: ir.Graph, names: Iterator[str]) -> int:
         ir.convenience.replace_nodes_and_values(graph, bn, [bn], [], [bn.outputs[0]], [x])
         count += 1
     return count
+
+
+# Output channels are scaled this many float64 elements at a time: the double-precision
+# product of a block stays in cache, where the whole weight's would go through memory
+# three times (to double, times the scale, back); the same bits, about twice as fast.
+_BLOCK = 1 << 16
+
+
+def _scaled(w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """``(w.double() * scale).to(w.dtype)``, computed a block of output channels at a time."""
+    out = torch.empty_like(w, memory_format=torch.contiguous_format)
+    step = max(1, _BLOCK // max(1, w[0].numel()))
+    for i in range(0, w.shape[0], step):
+        out[i:i + step] = w[i:i + step].double().mul_(scale[i:i + step])
+    return out
 
 
 def apply(model: ir.Model) -> int:
