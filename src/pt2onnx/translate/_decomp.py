@@ -167,7 +167,7 @@ def candidates(op: torch._ops.OpOverload) -> list[tuple[str, Callable[..., Any]]
     registered = _compat.registered_decompositions().get(op)
     if registered is not None and registered is not default:
         found.append((TORCH_REGISTRY, registered))
-    ours = _decomp_extra.TABLE.get(op)
+    ours = _decomp_extra.find(op)
     if ours is not None:
         found.insert(0 if op in _decomp_extra.PREFERRED else len(found), (PT2ONNX, ours))
     return found

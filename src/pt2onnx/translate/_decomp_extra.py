@@ -137,10 +137,23 @@ def _linear_cross_entropy_chunked_none(
                                  ignore_index, 0.0)
 
 
-_LCE = _compat.linear_cross_entropy_ops()
-if _LCE is not None:
-    TABLE[_LCE[0]] = _linear_cross_entropy_chunked
-    TABLE[_LCE[1]] = _linear_cross_entropy_chunked_none
+_TORCH_NN_ADDED = False
+
+
+def find(op: Any) -> Callable[..., Any] | None:
+    """pt2onnx's decomposition of ``op``, if it has one.
+
+    torch_nn's linear_cross_entropy ops are added the first time a graph holds one of
+    torch_nn's ops: importing the module that defines them costs about 20 ms, and a model
+    that uses them has imported it already."""
+    global _TORCH_NN_ADDED
+    if not _TORCH_NN_ADDED and getattr(op, "namespace", None) == "torch_nn":
+        _TORCH_NN_ADDED = True
+        ops = _compat.linear_cross_entropy_ops()
+        if ops is not None:
+            TABLE[ops[0]] = _linear_cross_entropy_chunked
+            TABLE[ops[1]] = _linear_cross_entropy_chunked_none
+    return TABLE.get(op)
 
 
 def _overlap_add(frames: torch.Tensor, hop: int) -> torch.Tensor:
