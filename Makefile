@@ -15,7 +15,7 @@ MKVENV := tools/mkvenv.sh
 IN_SRC := PYTHONPATH=$(CURDIR)/src
 FAST := -m "not models and not slow" tests
 
-.PHONY: fuzz fuzz-compare venv demo test test-cpu-default test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-downstream bench-zoo bench-meta lint typecheck docs clean
+.PHONY: fuzz fuzz-compare venv demo test test-cpu-default test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-cold bench-downstream bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS) constraints-deps.txt
 	$(PYTHON) -m venv $(VENV)
@@ -102,6 +102,11 @@ bench: $(STAMP)
 bench-vision:
 	venv=$$($(MKVENV) $(TV_VERSION) dev,models,bench) && $(IN_SRC) $$venv/bin/python \
 	  benchmarks/compare_export.py --models yolo11n unet --baselines torch.onnx,torchscript --repeat 3
+
+# Import + export in fresh processes, resnet50 against both torch.onnx exporters (issue 41).
+bench-cold:
+	venv=$$($(MKVENV) $(TV_VERSION) dev,models) && $(IN_SRC) $$venv/bin/python \
+	  benchmarks/cold_start.py
 
 # The tools people run after exporting, on pt2onnx's and torch.onnx's files (docs/compatibility.md).
 bench-downstream:
