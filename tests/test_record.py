@@ -356,3 +356,44 @@ def test_a_small_model_computes_within_the_budget(shape_only_calls, monkeypatch)
     assert prog.report.capture_strategy == RECORDED
     assert len(shape_only_calls) == 2  # the Linear and the convolution
     assert prog.verify().ok
+
+
+class _InplaceSameDtype(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):  # type: ignore[no-untyped-def]
+        h = self.conv(x)
+        h.relu_()
+        h += x.sum(1, keepdim=True)  # same dtype, broadcast
+        h *= h
+        h -= x[:, :1]
+        return h
+
+
+def test_inplace_ops_of_one_dtype_need_no_meta_run(monkeypatch):
+    """relu_ / add_ / mul_ / sub_ whose arguments all have the target's dtype record their
+    functional form directly; the meta run that finds a promotion (the test above) is
+    only for the others (a fifth of resnet50's recording went there)."""
+    from pt2onnx.capture import _record
+
+    fake = _record._Recording.fake
+    meta_runs = []
+
+    def spy(self, value):  # type: ignore[no-untyped-def]
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict):
+            meta_runs.append(value)  # (args, kwargs) of a functional form, to be run
+        return fake(self, value)
+
+    monkeypatch.setattr(_record._Recording, "fake", spy)
+    model = _InplaceSameDtype().eval()
+    x = torch.randn(2, 3, 6, 6)
+    prog, strategy = _export(model, x)
+    assert strategy == RECORDED, prog.report.fallbacks
+    assert meta_runs == []
+    _matches(prog, model, x)
+    _export(_InplaceKeepsDtype(), torch.randn(5))  # a promotion: the meta run is kept
+    assert len(meta_runs) >= 2
+    ops = prog.report.op_histogram
+    assert ops.get("Relu") == 1 and ops.get("Mul") == 1 and ops.get("Sub") == 1

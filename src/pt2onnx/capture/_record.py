@@ -308,6 +308,19 @@ def _functional(func: Any) -> Any:
     return getattr(target, func._overloadname, None)
 
 
+# Functional ops whose result has their arguments' dtype when every argument is a tensor
+# of that dtype (no scalars, no keywords: ``alpha`` and Python numbers promote). For them
+# an in-place op needs no meta run of its functional form to know that no cast follows:
+# resnet50's 65 in-place relu / add took a fifth of its recording that way.
+_KEEPS_DTYPE = frozenset({aten.relu.default, aten.add.Tensor, aten.sub.Tensor,
+                          aten.mul.Tensor})
+
+
+def _same_dtype(functional: Any, args: Any, kwargs: Any, out: Any) -> bool:
+    return (functional in _KEEPS_DTYPE and not kwargs and isinstance(out, torch.Tensor)
+            and all(isinstance(a, torch.Tensor) and a.dtype == out.dtype for a in args))
+
+
 class _Dispatch(TorchDispatchMode):
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -384,6 +397,9 @@ class _Dispatch(TorchDispatchMode):
         # The functional op's node now stands for the mutated tensor; earlier users keep
         # the node of its old value. An in-place op keeps its target's dtype, where the
         # functional one promotes (a float16 ``v += float32_buffer``): then a cast follows.
+        if _same_dtype(functional, args, kwargs, out):
+            rec.record(functional, args, kwargs, out, inputs)
+            return out
         margs, mkwargs = rec.fake((args, kwargs))
         try:
             natural = functional(*margs, **mkwargs)
