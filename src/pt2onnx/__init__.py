@@ -10,7 +10,6 @@ at import, as before.
 
 from __future__ import annotations
 
-import gc
 import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
@@ -91,15 +90,8 @@ def __getattr__(name: str) -> Any:
         if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}"):
             return importlib.import_module(f"{__name__}.{name}")  # pt2onnx.errors, ...
         raise AttributeError(f"module 'pt2onnx' has no attribute {name!r}")
-    # Importing creates many objects that live as long as the process; Python's cyclic
-    # GC would scan all of the process's objects for them (0.1-0.2 s with torch loaded).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _lazy.gc_paused():
         value = getattr(importlib.import_module(home), name)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     globals()[name] = value  # read once: later reads are plain attribute lookups
     return value
 

@@ -1,4 +1,7 @@
-"""Deferred import of sympy.
+"""Deferred imports: sympy's, and the GC pause that pt2onnx's own deferred imports run in.
+
+``pt2onnx/__init__.py`` imports each public name on first use and the registry imports
+the built-in rules on its first use, both inside ``gc_paused()``.
 
 onnx_ir imports sympy at module level, for symbolic-dim arithmetic that pt2onnx never
 asks of it, and sympy takes about 0.3 s to import: more than half of ``import
@@ -17,6 +20,8 @@ copies its namespace into the stand-in, so code holding either sees the same obj
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import importlib.machinery
 import importlib.util
@@ -24,6 +29,7 @@ import os
 import sys
 import threading
 import types
+from collections.abc import Iterator
 from typing import Any
 
 _LOCK = threading.RLock()
@@ -52,6 +58,20 @@ def _load(stub: _DeferredModule) -> types.ModuleType:
             raise
         stub.__dict__.update(real.__dict__)
         return real
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic GC off for the block: for imports, whose objects live as long as
+    the process, and which would otherwise start full collections that scan every object
+    torch and the user's model made (0.1-0.2 s each with torchvision's resnet50 loaded)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def eager_imports() -> bool:

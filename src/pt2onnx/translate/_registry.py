@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from pt2onnx._lazy import gc_paused
+
 Rule = Callable[..., Any]
 F = TypeVar("F", bound=Rule)
 
@@ -87,7 +89,8 @@ class Registry:
                 return  # loaded meanwhile, or a built-in rule registering itself
             self._loading = True
             try:
-                importlib.import_module(self._builtins)
+                with gc_paused():
+                    importlib.import_module(self._builtins)
             finally:
                 self._loading = False
             self._builtins = None
