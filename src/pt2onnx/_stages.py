@@ -99,6 +99,9 @@ class Stages:
         self.call = call
         self.rep = ExportReport(opset=call.opset)
         self.registry = REGISTRY
+        # The built-in rules load here, before any capture: a rule module's import must
+        # not run under the recording's dispatch modes.
+        self.registry.load_builtins()
         self.keep = self._kept_whole(call.opset)
         self.dynamic_shapes = call.spec
         from pt2onnx.rules import moe as _moe_rules

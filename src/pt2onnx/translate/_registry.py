@@ -81,7 +81,8 @@ class Registry:
         self._loading = False
         self._lock = threading.RLock()
 
-    def _load_builtins(self) -> None:
+    def load_builtins(self) -> None:
+        """Imports the ``builtins`` package now, if it is not in yet (its first use does)."""
         if self._builtins is None:
             return
         with self._lock:  # another thread waits here until the rules are all in
@@ -96,7 +97,7 @@ class Registry:
             self._builtins = None
 
     def register(self, op: Any, fn: Rule, since: int = 1, complex: bool = False) -> None:
-        self._load_builtins()
+        self.load_builtins()
         table = self._complex if complex else self._rules
         for key in _expand(op):
             entries = table.setdefault(key, [])
@@ -105,7 +106,7 @@ class Registry:
 
     def lookup(self, op: Any, opset: int, complex: bool = False) -> RuleEntry | None:
         """The rule with the highest ``since`` at or below ``opset``."""
-        self._load_builtins()
+        self.load_builtins()
         entries = (self._complex if complex else self._rules).get(op)
         if not entries:
             return None
@@ -116,19 +117,19 @@ class Registry:
         return best
 
     def opsets(self, op: Any, complex: bool = False) -> list[int]:
-        self._load_builtins()
+        self.load_builtins()
         return [e.since for e in (self._complex if complex else self._rules).get(op, [])]
 
     def __contains__(self, op: Any) -> bool:
-        self._load_builtins()
+        self.load_builtins()
         return op in self._rules or op in self._complex
 
     def ops(self) -> list[Any]:
-        self._load_builtins()
+        self.load_builtins()
         return list(dict.fromkeys([*self._rules, *self._complex]))
 
     def copy(self) -> Registry:
-        self._load_builtins()
+        self.load_builtins()
         new = Registry()
         new._rules = {k: list(v) for k, v in self._rules.items()}
         new._complex = {k: list(v) for k, v in self._complex.items()}
