@@ -214,34 +214,48 @@ def test_layer_norm_over_nothing_with_a_dynamic_batch(tmp_path: Path) -> None:
 
 
 class _SeqFirstLinear(torch.nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, perm: tuple[int, ...] = (1, 0, 2)) -> None:
         super().__init__()
+        self.perm = perm
         self.lin = torch.nn.Linear(8, 4, bias=False)  # with a bias, Add follows: no crash
 
     def forward(self, x: torch.Tensor) -> object:
-        return self.lin(x.permute(1, 0, 2))
+        return self.lin(x.permute(*self.perm))
 
 
+@pytest.mark.parametrize("perm", [(1, 0, 2), (1, 2, 0), (2, 1, 0)])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-def test_half_transposed_matmul_does_not_crash_onnxruntime(dtype: torch.dtype,
-                                                          tmp_path: Path) -> None:
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_half_transposed_matmul_does_not_crash_onnxruntime(
+        dtype: torch.dtype, perm: tuple[int, ...], dynamic: bool, tmp_path: Path) -> None:
     # onnxruntime 1.31/1.32 segfault creating a session for a float16 Transpose
-    # (perm [1, 0, 2]) feeding a MatMul with a constant operand (the fuzzer's seed 4,
-    # program 382). The session is created in a child process, so a crash fails the
-    # test instead of killing the run.
+    # (perm [1, 0, 2], the fuzzer's seed 4, program 382; perm [1, 2, 0], seed 3702,
+    # program 880) feeding a MatMul with a constant operand. The session is created in a
+    # child process, so a crash fails the test instead of killing the run.
     import subprocess
     import sys
 
     import pt2onnx
 
+    def example(n: int) -> torch.Tensor:  # x permuted by perm is (n, 3, 8) or (3, n, 8)
+        after = [n, 3, 8] if perm[0] != 2 else [3, n, 8]
+        shape = [0, 0, 0]
+        for i, p in enumerate(perm):
+            shape[p] = after[i]
+        return torch.randn(*shape).to(dtype)
+
+    x = example(5)
+    axis = perm[0] if perm[0] != 2 else perm[1]
+    spec = ({axis: torch.export.Dim("n", min=1, max=64)},) if dynamic else None
     path = tmp_path / "m.onnx"
-    prog = pt2onnx.export(_SeqFirstLinear().to(dtype), (torch.randn(5, 3, 8).to(dtype),), path)
+    prog = pt2onnx.export(_SeqFirstLinear(perm).to(dtype), (x,), path, dynamic_shapes=spec)
     code = ("import onnxruntime as ort, sys; "
             "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])")
     run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
                          timeout=120)
     assert run.returncode == 0, f"onnxruntime failed to load it (rc {run.returncode})"
-    assert prog.verify().ok
+    for n in ((1, 5, 9) if dynamic else (5,)):
+        assert prog.verify(example(n)).ok
 
 
 class _CumulativeOfEmpty(torch.nn.Module):
