@@ -214,20 +214,24 @@ def test_layer_norm_over_nothing_with_a_dynamic_batch(tmp_path: Path) -> None:
 
 
 class _SeqFirstLinear(torch.nn.Module):
-    def __init__(self, perm: tuple[int, ...] = (1, 0, 2)) -> None:
+    def __init__(self, perm: tuple[int, ...] = (1, 0, 2), shared: bool = False) -> None:
         super().__init__()
-        self.perm = perm
+        self.perm, self.shared = perm, shared
         self.lin = torch.nn.Linear(8, 4, bias=False)  # with a bias, Add follows: no crash
 
     def forward(self, x: torch.Tensor) -> object:
-        return self.lin(x.permute(*self.perm))
+        y = self.lin(x.permute(*self.perm))
+        # The weight read elsewhere too: the MatMul's operand is a Transpose node of it,
+        # whose shape the graph does not carry (seed 3702, program 880).
+        return (y, torch.cat([self.lin.weight, self.lin.weight])) if self.shared else y
 
 
 @pytest.mark.parametrize("perm", [(1, 0, 2), (1, 2, 0), (2, 1, 0)])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize(("dynamic", "shared"), [(False, False), (True, False), (False, True)])
 def test_half_transposed_matmul_does_not_crash_onnxruntime(
-        dtype: torch.dtype, perm: tuple[int, ...], dynamic: bool, tmp_path: Path) -> None:
+        dtype: torch.dtype, perm: tuple[int, ...], dynamic: bool, shared: bool,
+        tmp_path: Path) -> None:
     # onnxruntime 1.31/1.32 segfault creating a session for a float16 Transpose
     # (perm [1, 0, 2], the fuzzer's seed 4, program 382; perm [1, 2, 0], seed 3702,
     # program 880) feeding a MatMul with a constant operand. The session is created in a
@@ -248,7 +252,8 @@ def test_half_transposed_matmul_does_not_crash_onnxruntime(
     axis = perm[0] if perm[0] != 2 else perm[1]
     spec = ({axis: torch.export.Dim("n", min=1, max=64)},) if dynamic else None
     path = tmp_path / "m.onnx"
-    prog = pt2onnx.export(_SeqFirstLinear(perm).to(dtype), (x,), path, dynamic_shapes=spec)
+    prog = pt2onnx.export(_SeqFirstLinear(perm, shared).to(dtype), (x,), path,
+                          dynamic_shapes=spec)
     code = ("import onnxruntime as ort, sys; "
             "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])")
     run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,

@@ -27,10 +27,33 @@ _HALF = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
 
 
 def _is_constant(value: ir.Value) -> bool:
+    """A constant, or a Transpose of one (onnxruntime folds it into a constant first)."""
     if value.const_value is not None:
         return True
     producer = value.producer()
-    return producer is not None and producer.op_type == "Constant" and not producer.domain
+    if producer is None or producer.domain:
+        return False
+    if producer.op_type == "Transpose" and producer.inputs and producer.inputs[0] is not None:
+        return _is_constant(producer.inputs[0])
+    return producer.op_type == "Constant"
+
+
+def _shape(value: ir.Value) -> tuple[int, ...] | None:
+    """The static shape of a value, or of a Transpose of a constant whose own output
+    shape was not inferred."""
+    if value.shape is not None and all(isinstance(d, int) for d in value.shape):
+        return tuple(int(d) for d in value.shape)
+    producer = value.producer()
+    if producer is None or producer.op_type != "Transpose" or producer.domain:
+        return None
+    source = producer.inputs[0] if producer.inputs else None
+    inner = _shape(source) if source is not None else None
+    perm_attr = producer.attributes.get("perm")
+    if inner is None:
+        return None
+    perm = list(perm_attr.as_ints()) if perm_attr is not None else list(
+        range(len(inner)))[::-1]
+    return tuple(inner[p] for p in perm)
 
 
 def _rewrite(graph: ir.Graph) -> int:
@@ -49,13 +72,14 @@ def _rewrite(graph: ir.Graph) -> int:
         perm = list(perm_attr.as_ints()) if perm_attr is not None else None
         if perm is None or len(perm) != 3 or perm[-1] not in (0, 2) or perm == [0, 1, 2]:
             continue
-        if w.shape is None or len(w.shape) != 2 or not _is_constant(w):
+        w_shape = _shape(w)
+        if w_shape is None or len(w_shape) != 2 or not _is_constant(w):
             continue
         x = transpose.inputs[0]
         if x is None:
             continue
         if perm[-1] == 0:
-            _first_axis(graph, node, x, w, perm)
+            _first_axis(graph, node, x, w, int(w_shape[1]), perm)
             count += 1
             continue
         product = ir.Node("", "MatMul", [x, w], name=f"{node.name}/before_transpose")
@@ -73,7 +97,7 @@ def _const(name: str, values: list[int]) -> ir.Node:
                    name=name)
 
 
-def _first_axis(graph: ir.Graph, node: ir.Node, x: ir.Value, w: ir.Value,
+def _first_axis(graph: ir.Graph, node: ir.Node, x: ir.Value, w: ir.Value, cols: int,
                 perm: list[int]) -> None:
     """``Transpose(x, perm) @ W`` with ``perm[-1] == 0`` as ``W^T @ x`` (see above)."""
     name = node.name or "matmul"
@@ -90,7 +114,7 @@ def _first_axis(graph: ir.Graph, node: ir.Node, x: ir.Value, w: ir.Value,
         wt = flip.outputs[0]
     shape = ir.Node("", "Shape", [x], name=f"{name}/shape")
     starts, ends = _const(f"{name}/one", [1]), _const(f"{name}/three", [3])
-    zero, n = _const(f"{name}/zero", [0]), _const(f"{name}/n", [int(w.shape[1])])
+    zero, n = _const(f"{name}/zero", [0]), _const(f"{name}/n", [cols])
     lead = ir.Node("", "Slice", [shape.outputs[0], zero.outputs[0], starts.outputs[0]],
                    name=f"{name}/lead")
     rest = ir.Node("", "Slice", [shape.outputs[0], starts.outputs[0], ends.outputs[0]],
