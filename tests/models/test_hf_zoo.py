@@ -203,3 +203,21 @@ def test_hf_zoo_dynamic(case: Case, tmp_path) -> None:
     kwargs = make_inputs(case, model, batch=1)
     export_dynamic_and_verify(model, (), tmp_path, DYNAMIC_AXES[case.inputs], kwargs=kwargs,
                               name=case.name)
+
+
+HALF = [c for c in CASES if c.name in ("bert", "llama", "whisper")]
+
+
+@pytest.mark.parametrize("precision", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in HALF])
+def test_hf_zoo_half_precision(case: Case, precision: str, tmp_path) -> None:
+    """precision= (issue 39): a BERT encoder, Llama with its cache and Whisper written in
+    float16 / bfloat16 load in onnxruntime's CPU provider and match the model run in that
+    precision (verify's tolerance for the dtype); the model passed in stays float32."""
+    model = build(case)
+    kwargs = make_inputs(case, model)
+    if case.inputs == "decoder":
+        kwargs = {**kwargs, "use_cache": True}
+    export_and_verify(model, (), tmp_path, kwargs=kwargs, name=f"{case.name}_{precision}",
+                      precision=precision)
+    assert next(model.parameters()).dtype == torch.float32
