@@ -231,3 +231,33 @@ def test_math_floor_of_a_size_as_a_count() -> None:
         got = prog.run(x)[0]
         assert got.shape == tuple(expected.shape)
         np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_two_models_run_by_exec_under_one_name() -> None:
+    """Dynamo caches the module it imports by name for the process: a second model whose
+    code runs by exec under the same ``__name__`` (the fuzzer's programs all do) must be
+    read from its own globals, not the first one's ("module ... has no attribute
+    'math'", which fixed the dim after an unrelated export)."""
+    first = (
+        "import torch\n"
+        "class First(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.mul(x[: len(x) // 2], 2)\n"
+    )
+    second = (
+        "import math, torch\n"
+        "class Second(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.mul(x[: math.ceil(len(x) / 3)], 3)\n"
+    )
+    models = []
+    for source, cls in ((first, "First"), (second, "Second")):
+        scope: dict = {"__name__": "pt2onnx_test_shared_exec_name"}
+        exec(compile(source, "<generated model>", "exec"), scope)
+        models.append(scope[cls]())
+    for model in models:
+        prog = pt2onnx.export(model, (torch.randn(6, 3),),
+                              dynamic_shapes={"x": {0: Dim("n", max=64)}})
+        for n in (1, 2, 6, 7):
+            x = torch.randn(n, 3)
+            np.testing.assert_allclose(prog.run(x)[0], model(x).numpy(), rtol=1e-6)

@@ -36,12 +36,20 @@ def _namespaces(model: Any) -> dict[str, dict[str, Any]]:
     return found
 
 
+# One module object per name, refilled at each capture: dynamo caches the module it
+# imported by name for the process (``functools.cache``), so a second model run by exec
+# under the same ``__name__`` must find its own globals in that same object (the fuzzer's
+# programs all share one name; a stale one failed "module ... has no attribute 'math'").
+_MODULES: dict[str, types.ModuleType] = {}
+
+
 @contextlib.contextmanager
 def importable_code(model: Any) -> Iterator[None]:
     """Registers the model's unimportable code namespaces (above) while the block runs."""
     added: list[str] = []
     for name, scope in _namespaces(model).items():
-        module = types.ModuleType(name)
+        module = _MODULES.setdefault(name, types.ModuleType(name))
+        module.__dict__.clear()
         module.__dict__.update(scope)
         sys.modules[name] = module
         added.append(name)
