@@ -261,3 +261,23 @@ def test_two_models_run_by_exec_under_one_name() -> None:
         for n in (1, 2, 6, 7):
             x = torch.randn(n, 3)
             np.testing.assert_allclose(prog.run(x)[0], model(x).numpy(), rtol=1e-6)
+
+
+class _PaddedToFours(torch.nn.Module):
+    """Eager runs where t + min(t, 3) is a multiple of 4: t = 2, 5, 9, 13, ..."""
+
+    def forward(self, x):
+        return torch.cat([x, x[:3]]).view(-1, 4).sum(1)
+
+
+def test_a_dim_tied_to_a_new_root_gets_the_root_s_minimum() -> None:
+    """torch.export suggests ``t = 4*_t - 3`` with ``_t = Dim('_t', max=16)`` and then
+    refuses its own fix: "Expected derived min value of 4*_t - 3 to be >= 0". The root's
+    minimum is set so the derived dim stays in its declared range; TorchScript's trace
+    exported this model right."""
+    prog = pt2onnx.export(_PaddedToFours(), (torch.randn(5),),
+                          dynamic_shapes=({0: Dim("t", min=1, max=64)},))
+    assert not any("[0," in w for w in prog.report.warnings), prog.report.warnings
+    for n in (5, 9, 61):
+        x = torch.randn(n)
+        np.testing.assert_allclose(prog.run(x)[0], _PaddedToFours()(x).numpy(), rtol=1e-5)

@@ -126,6 +126,8 @@ def _export_refined(
     for a in declared:
         by_name.setdefault(a.name or "", []).append(a)
     fixed, applied, notes = [], [], []
+    fixes = [(f.split(" = ", 1)[0], f.split(" = ", 1)[1])
+             for f in _bounded_roots([f"{n} = {f}" for n, f in fixes], by_name)]
     for name, fix in fixes:
         axis = by_name.get(name, [])
         if re.fullmatch(r"-?\d+", fix):
@@ -141,6 +143,7 @@ def _export_refined(
         raise first
     failed: BaseException | None = None
     for _ in range(_ROUNDS):
+        applied = _bounded_roots(applied, by_name)
         try:
             refined = _compat.refine_dynamic_shapes(applied, spec)
         except Exception:
@@ -177,6 +180,40 @@ def _export_refined(
             ) from None
         raise failed
     return _checked(Refined(program, refined, notes=notes), inputs, log)
+
+
+_LINEAR = re.compile(r"(\w+) = (?:(\d+)\*)?(\w+)(?: ([+-]) (\d+))?$")
+_ROOT = re.compile(r"(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=(\d+))?\)$")
+
+
+def _bounded_roots(fixes: list[str], by_name: dict[str, list[DeclaredAxis]]) -> list[str]:
+    """torch.export suggests ``B = 4*_B - 3`` with ``_B = Dim('_B', max=16)`` and no
+    minimum, then refuses the spec: "Expected derived min value of 4*_B - 3 to be >= 0"
+    (``torch.cat([x, x[:3]]).view(-1, 4)``, where B is 1, 5, 9, ...). Each root gets the
+    smallest minimum that keeps every dim derived from it at or above that dim's declared
+    minimum (and 0)."""
+    roots = {m.group(1): m for f in fixes if (m := _ROOT.match(f))}
+    need: dict[str, int] = {}
+    for f in fixes:
+        m = _LINEAR.match(f)
+        if m is None or m.group(3) not in roots or m.group(1) == m.group(3):
+            continue
+        scale = int(m.group(2) or 1)
+        offset = int(m.group(5) or 0) * (-1 if m.group(4) == "-" else 1)
+        axes = by_name.get(m.group(1), [])
+        low = getattr(axes[0].dim, "min", 0) if axes else 0
+        low = max(low if isinstance(low, int) else 0, 0)
+        need[m.group(3)] = max(need.get(m.group(3), 0), -(-(low - offset) // scale))
+    out = []
+    for f in fixes:
+        m = _ROOT.match(f)
+        if m is not None and m.group(1) in need:
+            current = int(m.group(2)) if m.group(2) else 0
+            if need[m.group(1)] > current:
+                hi = f", max={m.group(3)}" if m.group(3) else ""
+                f = f"{m.group(1)} = Dim('{m.group(1)}', min={need[m.group(1)]}{hi})"
+        out.append(f)
+    return out
 
 
 def _grown_refined(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
