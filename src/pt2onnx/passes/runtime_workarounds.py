@@ -42,7 +42,7 @@ def _shape(value: ir.Value) -> tuple[int, ...] | None:
     """The static shape of a value, or of a Transpose of a constant whose own output
     shape was not inferred."""
     if value.shape is not None and all(isinstance(d, int) for d in value.shape):
-        return tuple(int(d) for d in value.shape)
+        return tuple(d for d in value.shape if isinstance(d, int))
     producer = value.producer()
     if producer is None or producer.op_type != "Transpose" or producer.domain:
         return None
@@ -128,10 +128,12 @@ def _first_axis(graph: ir.Graph, node: ir.Node, x: ir.Value, w: ir.Value, cols: 
     x2 = ir.Node("", "Reshape", [x, as_2d.outputs[0]], [ir.AttrInt64("allowzero", 1)],
                  name=f"{name}/x_2d")
     product = ir.Node("", "MatMul", [wt, x2.outputs[0]], name=f"{name}/weight_first")
-    product.outputs[0].dtype = out.dtype
     y3 = ir.Node("", "Reshape", [product.outputs[0], back.outputs[0]],
                  [ir.AttrInt64("allowzero", 1)], name=f"{name}/y_3d")
-    y3.outputs[0].dtype = out.dtype
+    dtype = out.dtype or x.dtype
+    if dtype is not None:
+        product.outputs[0].dtype = dtype
+        y3.outputs[0].dtype = dtype
     moved = ir.Node("", "Transpose", y3.outputs, [ir.AttrInt64s("perm", perm)],
                     name=f"{name}/transpose_after")
     nodes += [shape, starts, ends, zero, n, lead, rest, flat, as_2d, back, x2, product, y3,

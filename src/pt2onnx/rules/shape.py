@@ -48,14 +48,13 @@ def view(g: RuleContext, x: ir.Value, size: list[Any]) -> ir.Value:
     # are dynamic: the fuzzer's Reshape of an empty tensor with a dynamic batch).
     zero = 0 in static if static is not None else any(
         isinstance(s, int) and s == 0 for s in size)
-    if static is None and not zero and not g.is_complex and any(
+    if static is None and not zero and not g.is_complex and not any(
+            isinstance(s, int) and s == -1 for s in size) and any(
             _computed_can_be_0(d) for d in g.shape):
         # A size computed from others that can be 0 over the declared range (the
         # repeats min(t // b, 3) in repeat_interleave's view, at b > t) is empty there.
-        # allowzero cannot hold a -1 beside that 0: the output's own sizes replace it.
+        # (allowzero cannot hold a -1 beside a 0; such a target keeps the plain Reshape.)
         zero = True
-        if any(isinstance(s, int) and s == -1 for s in size):
-            size = list(g.shape)
     return g.op.Reshape(x, shape_value(g, size), allowzero=1 if zero else None)
 
 
