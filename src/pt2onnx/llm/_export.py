@@ -243,6 +243,7 @@ def _finish(model: Any, config: Any, folder: Path | None,
     quantized = []
     if precision == "int4":
         quantized = _quant.quantize_model(prog.model, int4_block_size, int4_accuracy_level)
+    _unique_node_names(prog.model)
     path = out / MODEL_FILE
     for stale in (path, path.with_name(path.name + ".data")):
         stale.unlink(missing_ok=True)
@@ -492,6 +493,21 @@ def _load_pretrained(folder: Path, dtype: torch.dtype, config: Any = None,
             "Next step: export-llm exports decoder-only models with a *ForCausalLM class.",
         ) from exc
     return model.eval(), folder
+
+
+def _unique_node_names(model: ir.Model) -> None:
+    """Stamped layers copy their nodes' names, and the float32 groups of a half-precision
+    export add casts named by counting per capture: a name met twice gets a suffix
+    (onnxruntime refuses "two nodes with same node name")."""
+    seen: set[str] = set()
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        if not node.name:
+            continue
+        name, i = node.name, 1
+        while name in seen:
+            name, i = f"{node.name}_{i}", i + 1
+        node.name = name
+        seen.add(name)
 
 
 def _name_total_dims(model: ir.Model) -> None:
