@@ -60,9 +60,9 @@ def test_the_table_claims_no_kernel_the_installed_onnxruntime_lacks() -> None:
             lacking = _supports(KERNELS, op, v) - _supports(installed, op, v)
             missing += [(op, v, *pair) for pair in sorted(lacking)]
     assert not missing, (
-        f"{len(missing)} kernels in passes/_ort_cpu_kernels.py are not in this onnxruntime, "
+        f"{len(missing)} kernels in passes/ort_cpu_kernels.json are not in this onnxruntime, "
         f"for example {missing[:5]}. Next step: python tools/gen_ort_cpu_kernels.py > "
-        "src/pt2onnx/passes/_ort_cpu_kernels.py with the oldest supported onnxruntime")
+        "src/pt2onnx/passes/ort_cpu_kernels.json with the oldest supported onnxruntime")
 
 
 def _check(fn, *args: torch.Tensor, atol: float = 0.0) -> ir.Model:  # type: ignore[no-untyped-def]

@@ -35,6 +35,8 @@ def test_wheel_installs_into_a_fresh_venv_and_exports(tmp_path):
     (sdist,) = dist.glob("pt2onnx-*.tar.gz")
     names = zipfile.ZipFile(wheel).namelist()
     assert "pt2onnx/py.typed" in names and "pt2onnx/rules/elementwise.py" in names
+    # Data files the passes read (onnxruntime's CPU kernel table) travel with the code.
+    assert "pt2onnx/passes/ort_cpu_kernels.json" in names
     assert not [n for n in names if n.startswith(("tests/", "benchmarks/"))]
 
     env_dir = tmp_path / "venv"
@@ -49,6 +51,7 @@ def test_wheel_installs_into_a_fresh_venv_and_exports(tmp_path):
     code = (
         "import pt2onnx, torch; print(pt2onnx.__file__, pt2onnx.__version__); "
         "p = pt2onnx.export(torch.nn.Linear(3, 2), (torch.randn(4, 3),)); "
+        "from pt2onnx.passes._ort_cpu_kernels import KERNELS; assert 'Add' in KERNELS; "
         "print(p.verify(torch.randn(4, 3)).ok)"
     )
     location, version, ok = _run(py, "-c", code, cwd=tmp_path).split()

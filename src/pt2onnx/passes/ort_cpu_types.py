@@ -25,7 +25,7 @@ Dtypes the rules left off intermediate values are worked out from ONNX's schemas
 float16 is left alone where the schema allows it: onnxruntime inserts the float32
 casts itself for a float16 node that has only a float32 kernel, and other runtimes
 have float16 kernels. What onnxruntime can do is read from its kernel registry into
-``_ort_cpu_kernels.py`` (tools/gen_ort_cpu_kernels.py). A node that still has no
+``ort_cpu_kernels.json`` (tools/gen_ort_cpu_kernels.py). A node that still has no
 kernel afterwards is named by :func:`unloadable` (the export warns).
 """
 
