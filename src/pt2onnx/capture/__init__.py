@@ -1,7 +1,8 @@
 """Stage 1, capture: the model and its example become an FX program.
 
-Owns the three capture tiers and the choice between them (``_capture``: the static
-recording in ``_record``, torch.export, the trace in ``_trace``), dynamic-shape specs
+Owns the call's arguments as the capture takes them (``_arguments``), the three
+capture tiers and the choice between them (``_capture``: the static recording in
+``_record``, torch.export, the trace in ``_trace``), dynamic-shape specs
 and their checking (``_dynamic``, ``_guards_hold``, ``_resize``), the size-1 check
 and the graph for each side of 1 (``_size_one``, ``_size_one_merge``), and putting
 back what a model changes in itself while it runs (``_model_state``).
@@ -13,15 +14,13 @@ Must not import: ``save``, ``passes``, ``_api`` and what sits above it.
 
 # The door: what other folders may use. Imports from outside this folder name these,
 # never a private module.
+from pt2onnx.capture._arguments import as_module, check_args, split_trailing_kwargs
 from pt2onnx.capture._below_minimum import lift
 from pt2onnx.capture._capture import (
     CaptureResult,
-    as_module,
     capture,
-    check_args,
     composite,
     preserved_state,
-    split_trailing_kwargs,
     user_dim_names,
 )
 from pt2onnx.capture._dynamic import (

@@ -1,6 +1,7 @@
 """Stage 4, save: an ONNX model becomes a file (``_save``: one file, external data, the
 2 GiB limit, atomic writes that leave no half-written file), with weights streamed
-from disk or meta tensors (``_weights``).
+from disk or meta tensors (``_weights``), and inline weights spliced into the protobuf
+bytes as they are written (``_wire``).
 
 May import: ``passes`` (the rewrites every written file gets), ``translate``
 (dtypes), ``_compat``, ``errors``. Must not import: ``capture``, ``frontends`` or

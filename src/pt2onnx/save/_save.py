@@ -14,6 +14,7 @@ import torch
 
 from pt2onnx.errors import SaveError
 from pt2onnx.save import _weights as _weights_mod
+from pt2onnx.save._wire import splice_inline
 from pt2onnx.translate import torch_dtype
 
 # With external_data=None, weights above this total go to <file>.data: writing
@@ -425,97 +426,7 @@ def _external(model: ir.Model, path: Path, data_file: Path, source: Any = None) 
 # bytes and they are spliced in as it is written: the file is byte for byte what
 # SerializeToString writes (fields in number order), with one weight in memory.
 
-_GRAPH = 7  # ModelProto.graph
-_INITIALIZER = 5  # GraphProto.initializer
-_NAME = 8  # TensorProto.name
-_RAW_DATA = 9  # TensorProto.raw_data
 _DATA_LOCATION_FIELDS = ("external_data", "data_location")
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, n = n & 0x7F, n >> 7
-        if not n:
-            out.append(low)
-            return bytes(out)
-        out.append(low | 0x80)
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """(field number, tag start, payload start, end) of each field in buf[start:end]."""
-    pos = start
-    while pos < end:
-        tag_start = pos
-        key, pos = _read_varint(buf, pos)
-        wire = key & 7
-        if wire == 0:
-            _, pos = _read_varint(buf, pos)
-            payload = pos
-        elif wire == 2:
-            size, payload = _read_varint(buf, pos)
-            pos = payload + size
-        elif wire in (1, 5):
-            payload = pos
-            pos += 8 if wire == 1 else 4
-        else:
-            raise SaveError(f"unexpected protobuf wire type {wire} while writing the model")
-        yield key >> 3, tag_start, payload, pos
-
-
-def _key(field: int) -> bytes:
-    return _varint((field << 3) | 2)
-
-
-def _splice_inline(model_bytes: bytes, items: dict[str, Any]) -> list[Any]:
-    """The file as parts: model_bytes with each named initializer's raw_data put back
-    where SerializeToString puts it (after the fields numbered below 9)."""
-    mb = model_bytes
-    parts: list[Any] = []
-    for field, tag, payload, end in _fields(mb, 0, len(mb)):
-        if field != _GRAPH:
-            parts.append(mb[tag:end])
-            continue
-        graph: list[Any] = []
-        size = 0
-        for gfield, gtag, gpayload, gend in _fields(mb, payload, end):
-            item = None
-            if gfield == _INITIALIZER:
-                name = next((mb[p:e].decode() for f, _, p, e in _fields(mb, gpayload, gend)
-                             if f == _NAME), None)
-                item = items.get(name) if name is not None else None
-            if item is None:
-                graph.append(mb[gtag:gend])
-                size += gend - gtag
-                continue
-            split = next((t for f, t, _, _ in _fields(mb, gpayload, gend) if f > _RAW_DATA), gend)
-            nbytes = item[1].nbytes
-            head = mb[gpayload:split] + _key(_RAW_DATA) + _varint(nbytes)
-            tail = mb[split:gend]
-            inner = len(head) + nbytes + len(tail)
-            head = _key(_INITIALIZER) + _varint(inner) + head
-            graph += [head, item, tail]
-            size += len(head) + nbytes + len(tail)
-        parts.append(_key(_GRAPH) + _varint(size))
-        parts += graph
-    merged: list[Any] = []
-    for part in parts:  # adjacent protobuf bytes as one write
-        if isinstance(part, bytes) and merged and isinstance(merged[-1], bytearray):
-            merged[-1] += part
-        else:
-            merged.append(bytearray(part) if isinstance(part, bytes) else part)
-    return merged
 
 
 def _streamable(value: ir.Value, tensor: Any) -> bool:
@@ -542,7 +453,7 @@ def _write_inline(model: ir.Model, path: Path) -> None:
                 tp.ClearField(name)
     model_bytes = proto.SerializeToString()
     del proto
-    _stream(path, _splice_inline(model_bytes, by_name))
+    _stream(path, splice_inline(model_bytes, by_name))
 
 
 def save_model(
