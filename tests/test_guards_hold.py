@@ -86,3 +86,59 @@ def test_guards_on_python_arithmetic_of_sizes_are_evaluated(guard: str) -> None:
     verdict = guards_hold(_MESSAGE.format(guard=guard), {"B": {"L['x'].size()[0]"}},
                           {"B": (4, 64)})
     assert verdict is not None and verdict[0] == {"B"}
+
+
+class _EqualAtSixteen(torch.nn.Module):
+    # A branch on one size that computes the same there: torch guards B != 16, which
+    # fails at 16 only. torch.onnx (both exporters) writes a right file; pt2onnx refused.
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] != 16:
+            return x * 2
+        return x + x
+
+
+class _OtherAtSixteen(torch.nn.Module):
+    # The same branch computing something else at 16: both torch.onnx exporters write a
+    # file that is silently wrong at 16.
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] != 16:
+            return x * 2
+        return x + 1
+
+
+def test_a_guard_failing_at_one_size_is_a_hole_the_file_is_run_at() -> None:
+    prog = pt2onnx.export(_EqualAtSixteen(), (torch.randn(5, 3),),
+                          dynamic_shapes=({0: Dim("B", max=64)},))
+    assert [str(d) for d in prog.model.graph.inputs[0].shape] == ["B", "3"]
+    assert any("every size but 16" in w for w in prog.report.warnings), prog.report.warnings
+    for b in (1, 5, 16, 17, 64):
+        x = torch.randn(b, 3)
+        assert prog.verify(x).ok, b
+
+
+def test_a_hole_where_the_model_differs_is_refused() -> None:
+    with pytest.raises(pt2onnx.CaptureError, match="computes something else at B=16"):
+        pt2onnx.export(_OtherAtSixteen(), (torch.randn(5, 3),),
+                       dynamic_shapes=({0: Dim("B", max=64)},))
+    # Declared without 16, there is no hole: the file is general over that range.
+    prog = pt2onnx.export(_OtherAtSixteen(), (torch.randn(5, 3),),
+                          dynamic_shapes=({0: Dim("B", max=15)},))
+    for b in (1, 5, 15):
+        assert prog.verify(torch.randn(b, 3)).ok, b
+
+
+class _TieThenRound(torch.nn.Module):
+    # torch.export first ties C to B (the broadcast), then, with the tie applied, cannot
+    # prove B - round(B / 3) >= 0 (fuzz seed 3805, programs 43 and 529): refused before.
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        s = x + y
+        n = s.size(0)
+        return s.narrow(0, round(n / 3), n - round(n / 3))
+
+
+def test_a_guard_left_after_torch_s_own_fixes_is_evaluated_too() -> None:
+    prog = pt2onnx.export(_TieThenRound(), (torch.randn(6, 3), torch.randn(6, 3)),
+                          dynamic_shapes=({0: Dim("B", max=64)}, {0: Dim("C", max=64)}))
+    assert any("B stays dynamic" in w for w in prog.report.warnings), prog.report.warnings
+    for b, c in ((6, 6), (1, 1), (7, 7), (1, 5), (5, 1), (64, 64)):
+        assert prog.verify(torch.randn(b, 3), torch.randn(c, 3)).ok, (b, c)

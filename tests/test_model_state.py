@@ -152,7 +152,11 @@ def test_state_left_at_another_size_is_refilled_at_the_example():
     prog = pt2onnx.export(model, (torch.randn(1, 2, 4, 5),),
                           dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
     assert model.shape is stale_shape and model.anchors is stale_anchors
-    assert any("refilled" in w for w in prog.report.warnings + [prog.report.capture_strategy])
+    # Either way is general: the cache refilled at the example (the capture traces the
+    # refill at every batch but 1), or the guard ``batch != 3`` taken as holding with
+    # batch 3 a hole where the file was run against eager (capture/_guards_hold.py).
+    said = prog.report.warnings + [prog.report.capture_strategy]
+    assert any("refilled" in w or "every size but 3" in w for w in said), said
     for batch in (1, 2, 3, 5):
         x = torch.randn(batch, 2, 4, 5)
         expected = _ShapeKeyedCache()(x)

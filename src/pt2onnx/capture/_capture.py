@@ -311,6 +311,11 @@ def _capture_declared(
             second_notes, second = _second_size.point(
                 module, refined.program, strict, _symbol_names(positions, refined), positions)
             checked, unproved = checked + second_notes, unproved + second
+        if refined.holes:
+            from pt2onnx.capture._guards_hold import hole_points
+
+            unproved = unproved + hole_points(
+                refined, _symbol_names(positions, refined))
         separate = [t for t in ties if t.separate]
         untied = {n for t in separate for n in t.names}
         refinements = [n for n in refined.notes

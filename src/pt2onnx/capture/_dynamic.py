@@ -360,9 +360,12 @@ def _user_frame() -> str:
 # -- capture with refinement --------------------------------------------------
 def _export(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
             strict: bool) -> torch.export.ExportedProgram:
+    from pt2onnx.capture._model_state import no_leaked_fake_tensors
     from pt2onnx.frontends import CaptureRewrites, SymBoolCausal
 
-    with SymBoolCausal(), CaptureRewrites():
+    # Each capture starts from the model's state: one that failed part way must not
+    # leave the shape key of a cache it traced (``self.k_shape = x.shape``) for the next.
+    with no_leaked_fake_tensors(module), SymBoolCausal(), CaptureRewrites():
         return _compat.export(module, args, kwargs, spec, strict=strict)
 
 
@@ -375,6 +378,9 @@ class Refined:
     notes: list[str] = field(default_factory=list)  # one per applied fix
     fixed: list[str] = field(default_factory=list)  # Dim.AUTO axes the model fixed, and why
     assumed: list[str] = field(default_factory=list)  # guards checked here, not by torch
+    # Dim name -> the sizes of its range where a guard assumed here fails (``s != 16``):
+    # the file is run there against eager (capture/_guards_hold.py)
+    holes: dict[str, list[int]] = field(default_factory=dict)
 
 
 _FIX = re.compile(r"^\s+(\w+) = (.+?)\s*$")

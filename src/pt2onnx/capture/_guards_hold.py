@@ -35,6 +35,9 @@ from pt2onnx.capture._dynamic import (
 )
 
 EXHAUSTIVE = 1 << 16
+# At most this many sizes inside a range where a guard fails, each checked by running the
+# file there, before the guard counts as one that narrows or fixes the dim.
+HOLES = 2
 # The range reads "3 <= b <= 64" or "b <= 64" (min 0), or is left out. ("3 <= b", with no
 # max, is left to the guards the capture logged.)
 _LINE = re.compile(r"Not all values of (\w+) = (.+?) in the specified range"
@@ -131,6 +134,7 @@ def guards_hold(message: str, sources: dict[str, set[str]],
                 ranges: dict[str, tuple[int, int | None]],
                 logged: dict[str, tuple[set[str], list[str]]] | None = None,
                 narrowed: dict[str, int] | None = None,
+                holes: dict[str, list[int]] | None = None,
                 ) -> tuple[set[str], list[str]] | None:
     """The Dims whose violated guards all hold over their range, and a note per Dim;
     None when any guard fails somewhere or cannot be read. The guards are the lines of
@@ -138,7 +142,10 @@ def guards_hold(message: str, sources: dict[str, set[str]],
     guard the capture logged on the Dim's symbols (``logged``: name -> (symbols,
     guards)). Where a guard fails only below some size and holds from it on, among the
     sizes checked one by one (``chunk(x, 3)`` gives 3 chunks from 5 on), the Dim's new
-    minimum goes into ``narrowed`` and its note says it is bounded."""
+    minimum goes into ``narrowed`` and its note says it is bounded. Where it fails at no
+    more than ``HOLES`` sizes inside the range and holds around them (``s != 16``, from a
+    cache the model keeps for the last input shape), those sizes go into ``holes``: the
+    capture is general there only if the file, run at each of them, matches eager."""
     found = violated_guards(message)
     compile_as: Callable[[str, str], Callable[[int], bool] | None]
     if found is not None:
@@ -166,6 +173,15 @@ def guards_hold(message: str, sources: dict[str, set[str]],
                 failing += [b for b in sizes if not holds(b)]
             except Exception:  # a division by a size of 0, an unknown function
                 return None
+        bad = sorted(set(failing))
+        if bad and holes is not None and len(bad) <= HOLES and bad != list(
+                range(lo, bad[-1] + 1)) and (hi is None or bad[-1] < hi):
+            holes[name] = bad
+            notes.append(f"dynamic dim {name}: torch.export could not prove the guard "
+                         f"{' and '.join(guards)}; pt2onnx evaluated it over {name}'s range, "
+                         f"where it holds at every size but {', '.join(map(str, bad))}; the "
+                         f"file was run there against eager PyTorch, and {name} stays dynamic")
+            continue
         if failing:
             start = max(failing) + 1
             if narrowed is None or start > lo + EXHAUSTIVE or (hi is not None and start > hi):
@@ -197,9 +213,12 @@ def as_dynamic(spec: Any, names: set[str], minima: dict[str, int] | None = None)
             return type(s)(walk(v) for v in s)
         name = getattr(s, "__name__", None)
         if name in names and hasattr(s, "min"):
-            if name in minima:
-                top = s.max if isinstance(s.max, int) and s.max < 2**31 else None
-                return torch.export.Dim.DYNAMIC(min=minima[name], max=top)
+            # The declared range stays (a size-1 point below a declared min of 4 is not
+            # one the file must hold).
+            low = max(minima.get(name, 0), s.min if isinstance(s.min, int) else 0)
+            top = s.max if isinstance(s.max, int) and s.max < 2**31 else None
+            if low >= 2 or top is not None:
+                return torch.export.Dim.DYNAMIC(min=low, max=top)
             return torch.export.Dim.DYNAMIC
         return s
 
@@ -231,12 +250,15 @@ def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs
                                          for g in log.guards
                                          if symbols and pattern.search(g.expr)}))
     minima: dict[str, int] = {}
-    verdict = guards_hold(text, sources, ranges, logged, minima)
+    holes: dict[str, list[int]] = {}
+    verdict = guards_hold(text, sources, ranges, logged, minima, holes)
     if verdict is None:
         return None
     names, notes = verdict
     if any(a.name in minima and a.size < minima[a.name] for a in declared):
         return None  # the example itself is below the new minimum
+    if any(a.size in holes.get(a.name or "", ()) for a in declared):
+        return None  # the example is where the guard fails
     with log, mode():
         try:
             program = _export(module, args, kwargs, as_dynamic(spec, names, minima), strict)
@@ -244,5 +266,36 @@ def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs
             return None
     bounded = [n for n in notes if " bounded to " in n]
     return _checked(Refined(program, spec, notes=bounded,
-                            assumed=[n for n in notes if n not in bounded]),
+                            assumed=[n for n in notes if n not in bounded], holes=holes),
                     bound_inputs(module, args, kwargs), log)
+
+
+def hole_points(refined: Refined, names: dict[Any, str]) -> list[Any]:
+    """An ``Unproved`` point (capture/_size_one.py) at each hole of ``refined``: the file
+    is run there against eager, and refused where it differs (no graph of its own can be
+    chosen there). Raises CaptureError where a hole's inputs cannot be built."""
+    from pt2onnx.capture._resize import example_at
+    from pt2onnx.capture._size_one import Unproved
+    from pt2onnx.errors import CaptureError
+
+    points = []
+    for name, sizes in refined.holes.items():
+        symbols = [s for s, n in names.items() if n == name and getattr(s, "is_Symbol", False)]
+        for size in sizes:
+            built = example_at(refined.program, dict.fromkeys(symbols, size)) if symbols else None
+            if built is None:
+                raise CaptureError(
+                    f"the dynamic shapes declare {name}, and the model holds a guard that "
+                    f"fails at {name}={size} only; pt2onnx could not build inputs of that "
+                    f"size to check the file there.\nNext step: declare {name}'s range "
+                    f"so that it leaves {size} out (min or max), or make {name} static.")
+            message = (
+                f"the dynamic shapes declare {name}, and the model computes something else at "
+                f"{name}={size}: torch.export captured the model under a guard that fails "
+                f"there only (such as a cache kept for the last input shape compared with "
+                f"the input), and the file, run at {name}={size} against eager PyTorch, is "
+                "wrong.\nNext step: declare a range for "
+                f"{name} that leaves {size} out, or make {name} static.")
+            points.append(Unproved(f"{name}={size} (where a guard fails)", *built, message,
+                                   symbols, [name], "", None, at_one=False))
+    return points

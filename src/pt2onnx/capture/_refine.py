@@ -165,6 +165,14 @@ def _export_refined(
         for name, fix in more:
             applied.append(f"{name} = {fix}")
             notes.append(_describe_fix(name, fix, by_name.get(name, []), log))
+    if failed is not None and is_constraint_violation(failed):
+        # The relations applied, a guard torch cannot prove may be left (``C = B``, then
+        # ``B - round(B / 3) >= 0``): evaluated over the range as for the first capture.
+        held = _guards_hold_module().export_if_guards_hold(
+            module, args, kwargs, refined, strict, str(failed), declared, log, mode)
+        if held is not None:
+            held.notes[:0] = notes
+            return held
     if failed is not None:
         with log:  # outside the size-oblivious mode: the retries choose their own
             grown = _grown_refined(module, args, kwargs, declared, refined, strict, failed)
