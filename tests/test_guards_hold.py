@@ -110,7 +110,8 @@ def test_a_guard_failing_at_one_size_is_a_hole_the_file_is_run_at() -> None:
     prog = pt2onnx.export(_EqualAtSixteen(), (torch.randn(5, 3),),
                           dynamic_shapes=({0: Dim("B", max=64)},))
     assert [str(d) for d in prog.model.graph.inputs[0].shape] == ["B", "3"]
-    assert any("every size but 16" in w for w in prog.report.warnings), prog.report.warnings
+    # (torch 2.12 defers the guard to a run-time assert, evaluated the same way)
+    assert any("but 16" in w for w in prog.report.warnings), prog.report.warnings
     for b in (1, 5, 16, 17, 64):
         x = torch.randn(b, 3)
         assert prog.verify(x).ok, b
@@ -137,6 +138,13 @@ class _TieThenRound(torch.nn.Module):
 
 
 def test_a_guard_left_after_torch_s_own_fixes_is_evaluated_too() -> None:
+    if tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13):
+        # torch 2.12 defers the guard to a symbolic bool that round() cannot take
+        # (TraceError): a typed refusal there.
+        with pytest.raises(pt2onnx.CaptureError):
+            pt2onnx.export(_TieThenRound(), (torch.randn(6, 3), torch.randn(6, 3)),
+                           dynamic_shapes=({0: Dim("B", max=64)}, {0: Dim("C", max=64)}))
+        return
     prog = pt2onnx.export(_TieThenRound(), (torch.randn(6, 3), torch.randn(6, 3)),
                           dynamic_shapes=({0: Dim("B", max=64)}, {0: Dim("C", max=64)}))
     assert any("B stays dynamic" in w for w in prog.report.warnings), prog.report.warnings

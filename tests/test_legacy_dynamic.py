@@ -217,21 +217,17 @@ class _ArangeFromSize(torch.nn.Module):
         return torch.arange(start.size(0), 8.5, 1.5, dtype=self.dtype)
 
 
-@pytest.mark.parametrize("dtype", [torch.int64], ids=["int64"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64], ids=["int64", "float64"])
 def test_symbolic_shape_inference_arange_2(dtype: torch.dtype) -> None:
-    """The legacy test in int64. Its float64 form is still refused: torch.export guards
-    ``sym_float(b) <= 8.5``, which holds only up to 8 (eager raises from 9 on), and
-    pt2onnx narrows a range only from below (docs/dynamic.md)."""
+    """``arange(b, 8.5, 1.5)``: eager raises from b = 9 on. torch.export guards
+    ``sym_float(b) <= 8.5`` (and, in float64, that the result's length is not 0 or 1),
+    which it cannot prove; pt2onnx evaluates the guards at every size and bounds the dim
+    from above where they stop holding (before: refused, "narrows only from below")."""
     model = _ArangeFromSize(dtype)
-    if _TORCH >= (2, 14):
-        # torch 2.14 guards sym_float(b) <= 8.5 in int64 too: the float64 case below.
-        try:
-            prog = _export(model, (torch.randn(2, 3, 4),), input_names=["x"],
-                           dynamic_axes={"x": [0, 1, 2]})
-        except CaptureError:
-            return
-    else:
-        prog = _export(model, (torch.randn(2, 3, 4),), input_names=["x"],
-                       dynamic_axes={"x": [0, 1, 2]})
+    prog = _export(model, (torch.randn(2, 3, 4),), input_names=["x"],
+                   dynamic_axes={"x": [0, 1, 2]})
+    top = 8 if dtype == torch.int64 else 6
+    assert any(f"x_dim0 bounded to at most {top}" in r
+               for r in prog.report.dynamic_refinements), prog.report.dynamic_refinements
     _check(prog, model, (torch.randn(2, 3, 4),), (torch.randn(1, 1, 1),),
-           (torch.randn(5, 2, 2),), (torch.randn(8, 1, 1),))
+           (torch.randn(5, 2, 2),), (torch.randn(top, 1, 1),))

@@ -37,11 +37,30 @@ class Below:
     declared: int
     minimum: int
     points: dict[int, Unproved | None] = field(default_factory=dict)
+    # the example's own size where it is below the new minimum: the export is refused
+    # unless the run below the minimum reaches it
+    example: int | None = None
+
+
+def liftable(notes: list[str], positions: list[tuple[str, int, int, int]],
+             sizes: dict[str, int]) -> dict[str, int]:
+    """The dims narrowed from below to above the example's own size, by at most
+    ``_MOST`` sizes above the declared minimum: name -> the example's size."""
+    found = {}
+    for note in notes:
+        m = _BOUNDED.match(note)
+        if m is None or m.group(1) not in sizes:
+            continue
+        name, minimum = m.group(1), int(m.group(2))
+        declared = max(min((low for n, _, _, low in positions if n == name), default=1), 1)
+        if declared <= sizes[name] < minimum <= declared + _MOST:
+            found[name] = sizes[name]
+    return found
 
 
 def points(module: torch.nn.Module, program: torch.export.ExportedProgram,
            refinements: list[str], positions: list[tuple[str, int, int, int]],
-           names: dict[Any, str]) -> list[Below]:
+           names: dict[Any, str], examples: dict[str, int] | None = None) -> list[Below]:
     """For each narrowed dim, the sizes cut off that are at most ``_MOST`` below the new
     minimum, with the example resized to each."""
     from pt2onnx.capture._resize import example_at
@@ -59,7 +78,7 @@ def points(module: torch.nn.Module, program: torch.export.ExportedProgram,
         declared = max(min(lowers, default=minimum), 1)
         if not declared < minimum <= declared + _MOST:
             continue
-        below = Below(name, note, declared, minimum)
+        below = Below(name, note, declared, minimum, example=(examples or {}).get(name))
         for size in range(declared, minimum):
             example = example_at(program, {**known, symbols[name]: size})
             point = None
@@ -97,6 +116,16 @@ def lift(prog: Any, below: list[Below], rep: Any) -> list[str]:
                 break
             lowest = size
             checked.append(size)
+        if b.example is not None and b.example < lowest:
+            from pt2onnx.errors import CaptureError
+
+            raise CaptureError(
+                f"the dynamic shapes declare {b.name}, and torch.export proved the model's "
+                f"guards only from {b.name} = {b.minimum} (captured above the example, "
+                f"{b.example}); the written graph, run below that against eager PyTorch, "
+                f"is right only down to {lowest}, so its range would exclude the example."
+                f"\nNext step: export from an example of {lowest} or more, or make "
+                f"{b.name} static.")
         if lowest == b.minimum:
             continue
         edited = None if lowest == b.declared else b.note.replace(

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from pt2onnx import _compat
 from pt2onnx.capture import (
     _below_minimum,
     _dynamic,
@@ -303,14 +304,27 @@ def _capture_declared(
         ties = _size_one.ties(refined.program, positions)
         # A tie is captured from an example grown to equal sizes on purpose; its sides
         # are run apart (_size_one.check's tie points).
+        sizes = {a.name: a.size for a in _dynamic.declared_axes(
+            _dynamic.bound_inputs(module, args, kwargs), dynamic_shapes) if a.name}
+        # A dim narrowed to just above the example (captured at a grown example, the cache
+        # refill traced) is left to the run below its new minimum (``_below_minimum``),
+        # which refuses where the example stays outside.
+        liftable = _below_minimum.liftable(refined.notes, positions, sizes)
         _check_example_fits(refined, args, kwargs, positions,
-                            {p for t in ties for ps in t.names.values() for p in ps})
+                            {p for t in ties for ps in t.names.values() for p in ps}
+                            | {(i, axis) for n, i, axis, _ in positions if n in liftable})
         checked, unproved = _size_one.check(
             module, refined.program, strict, _symbol_names(positions, refined), ties)
         if _second_size.needed(refined.notes, refined.assumed):
             second_notes, second = _second_size.point(
                 module, refined.program, strict, _symbol_names(positions, refined), positions)
             checked, unproved = checked + second_notes, unproved + second
+        if _compat.DEFERRED_GUARDS:
+            from pt2onnx.capture._guards_hold import deferred_asserts
+
+            deferred = deferred_asserts(refined, _symbol_names(positions, refined))
+            checked += [n for n in deferred if " bounded " not in n]
+            refined.notes += [n for n in deferred if " bounded " in n]
         if refined.holes:
             from pt2onnx.capture._guards_hold import hole_points
 
@@ -327,7 +341,7 @@ def _capture_declared(
                   "either one 1 (each such point was checked)" for t in separate]
         notes += checked
         below = _below_minimum.points(module, refined.program, refinements, positions,
-                                      _symbol_names(positions, refined))
+                                      _symbol_names(positions, refined), liftable)
         return CaptureResult(
             refined.program, f"torch.export(strict={strict})", errors, warnings=notes,
             dynamic_shapes=refined.dynamic_shapes, example=refined.example,

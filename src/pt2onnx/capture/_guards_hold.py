@@ -135,6 +135,8 @@ def guards_hold(message: str, sources: dict[str, set[str]],
                 logged: dict[str, tuple[set[str], list[str]]] | None = None,
                 narrowed: dict[str, int] | None = None,
                 holes: dict[str, list[int]] | None = None,
+                maxima: dict[str, int] | None = None,
+                examples: dict[str, int] | None = None,
                 ) -> tuple[set[str], list[str]] | None:
     """The Dims whose violated guards all hold over their range, and a note per Dim;
     None when any guard fails somewhere or cannot be read. The guards are the lines of
@@ -145,7 +147,10 @@ def guards_hold(message: str, sources: dict[str, set[str]],
     minimum goes into ``narrowed`` and its note says it is bounded. Where it fails at no
     more than ``HOLES`` sizes inside the range and holds around them (``s != 16``, from a
     cache the model keeps for the last input shape), those sizes go into ``holes``: the
-    capture is general there only if the file, run at each of them, matches eager."""
+    capture is general there only if the file, run at each of them, matches eager. Where
+    it holds up to some size and fails at every size checked above it (``arange(b, 8.5,
+    1.5)`` guards ``sym_float(b) <= 8.5``, and eager raises from 9 on), the new maximum
+    goes into ``maxima``."""
     found = violated_guards(message)
     compile_as: Callable[[str, str], Callable[[int], bool] | None]
     if found is not None:
@@ -174,13 +179,24 @@ def guards_hold(message: str, sources: dict[str, set[str]],
             except Exception:  # a division by a size of 0, an unknown function
                 return None
         bad = sorted(set(failing))
+        # Holes only where narrowing from below would leave the example out (a chunk
+        # count that differs at 2 and 4 from an example of 18 narrows to 5 and up).
         if bad and holes is not None and len(bad) <= HOLES and bad != list(
-                range(lo, bad[-1] + 1)) and (hi is None or bad[-1] < hi):
+                range(lo, bad[-1] + 1)) and (hi is None or bad[-1] < hi) and (
+                examples is None or examples.get(name, 0) <= bad[-1]):
             holes[name] = bad
             notes.append(f"dynamic dim {name}: torch.export could not prove the guard "
                          f"{' and '.join(guards)}; pt2onnx evaluated it over {name}'s range, "
                          f"where it holds at every size but {', '.join(map(str, bad))}; the "
                          f"file was run there against eager PyTorch, and {name} stays dynamic")
+            continue
+        if bad and maxima is not None and bad[0] > lo and bad == [
+                b for b in sizes if b >= bad[0]]:
+            maxima[name] = bad[0] - 1
+            notes.append(f"{name} bounded to at most {bad[0] - 1}: torch.export could not "
+                         f"prove the guard {' and '.join(guards)}; pt2onnx evaluated it at "
+                         f"every size from {lo}, and it holds up to {bad[0] - 1} and fails "
+                         f"at every size checked from {bad[0]} on")
             continue
         if failing:
             start = max(failing) + 1
@@ -201,10 +217,11 @@ def guards_hold(message: str, sources: dict[str, set[str]],
     return set(found), notes
 
 
-def as_dynamic(spec: Any, names: set[str], minima: dict[str, int] | None = None) -> Any:
+def as_dynamic(spec: Any, names: set[str], minima: dict[str, int] | None = None,
+               maxima: dict[str, int] | None = None) -> Any:
     """``spec`` with the Dims of these names replaced by ``Dim.DYNAMIC`` (from a new
-    minimum where ``minima`` gives one)."""
-    minima = minima or {}
+    minimum where ``minima`` gives one, to a new maximum where ``maxima`` does)."""
+    minima, maxima = minima or {}, maxima or {}
 
     def walk(s: Any) -> Any:
         if isinstance(s, dict):
@@ -217,6 +234,8 @@ def as_dynamic(spec: Any, names: set[str], minima: dict[str, int] | None = None)
             # one the file must hold).
             low = max(minima.get(name, 0), s.min if isinstance(s.min, int) else 0)
             top = s.max if isinstance(s.max, int) and s.max < 2**31 else None
+            if name in maxima:
+                top = maxima[name] if top is None else min(top, maxima[name])
             if low >= 2 or top is not None:
                 return torch.export.Dim.DYNAMIC(min=low, max=top)
             return torch.export.Dim.DYNAMIC
@@ -251,7 +270,12 @@ def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs
                                          if symbols and pattern.search(g.expr)}))
     minima: dict[str, int] = {}
     holes: dict[str, list[int]] = {}
-    verdict = guards_hold(text, sources, ranges, logged, minima, holes)
+    maxima: dict[str, int] = {}
+    examples: dict[str, int] = {}
+    for a in declared:
+        if a.name is not None:
+            examples[a.name] = min(examples.get(a.name, a.size), a.size)
+    verdict = guards_hold(text, sources, ranges, logged, minima, holes, maxima, examples)
     if verdict is None:
         return None
     names, notes = verdict
@@ -259,9 +283,12 @@ def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs
         return None  # the example itself is below the new minimum
     if any(a.size in holes.get(a.name or "", ()) for a in declared):
         return None  # the example is where the guard fails
+    if any(a.name in maxima and a.size > maxima[a.name] for a in declared):
+        return None  # the example itself is above the new maximum
     with log, mode():
         try:
-            program = _export(module, args, kwargs, as_dynamic(spec, names, minima), strict)
+            program = _export(module, args, kwargs, as_dynamic(spec, names, minima, maxima),
+                              strict)
         except Exception:
             return None
     bounded = [n for n in notes if " bounded to " in n]
@@ -299,3 +326,71 @@ def hole_points(refined: Refined, names: dict[Any, str]) -> list[Any]:
             points.append(Unproved(f"{name}={size} (where a guard fails)", *built, message,
                                    symbols, [name], "", None, at_one=False))
     return points
+
+
+def deferred_asserts(refined: Refined, names: dict[Any, str]) -> list[str]:
+    """Where torch defers its guards to run-time asserts (torch 2.12, ``_compat.
+    DEFERRED_GUARDS``), a guard torch.export would have reported (``B != 16`` from a
+    branch on one size) is an ``_assert_scalar`` node of the program, which the file
+    does not hold: the capture took one branch and nothing says where it stops being
+    right. Each assert on one declared dim is evaluated here over the dim's range, as a
+    violated guard is on later torch: sizes where it fails become holes (the file is run
+    there), a range that stops holding from some size on is reported as bounded, and any
+    other failure is refused. Returns the notes for the report."""
+    from pt2onnx.capture._resize import known_values
+    from pt2onnx.errors import CaptureError
+
+    program = refined.program
+    known = known_values(program)
+    notes = []
+    for node in program.graph.nodes:
+        if node.target is not torch.ops.aten._assert_scalar.default or not node.args:
+            continue
+        cond = node.args[0]
+        value = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else None
+        expr = getattr(getattr(value, "node", None), "expr", None)
+        if expr is None or len(expr.free_symbols) != 1:
+            continue
+        (symbol,) = expr.free_symbols
+        name = names.get(symbol)
+        bounds = program.range_constraints.get(symbol)
+        if name is None or bounds is None:
+            continue
+        holds = _compiled_symbolic(str(expr), {str(symbol)})
+        if holds is None:
+            continue
+        lo = max(int(bounds.lower), 2)
+        hi = int(bounds.upper) if bounds.upper.is_finite and bounds.upper < 2**31 else None
+        sizes, _ = _sizes(lo, hi)
+        try:
+            bad = [b for b in sizes if not holds(b)]
+        except Exception:  # a division by a size of 0, an unknown function
+            continue
+        if not bad:
+            continue
+        example = known.get(symbol)
+        if len(bad) <= HOLES and bad != list(range(lo, bad[-1] + 1)) and (
+                hi is None or bad[-1] < hi) and (example is None or example <= bad[-1]):
+            refined.holes.setdefault(name, [])
+            refined.holes[name] = sorted(set(refined.holes[name]) | set(bad))
+            notes.append(f"dynamic dim {name}: the capture assumes {expr}, which holds at "
+                         f"every size of {name}'s range but {', '.join(map(str, bad))}; "
+                         "the file was run there against eager PyTorch")
+        elif bad == [b for b in sizes if b >= bad[0]] and bad[0] > lo:
+            notes.append(f"{name} bounded to at most {bad[0] - 1}: the capture assumes "
+                         f"{expr}, which fails at every size checked from {bad[0]} on")
+        elif example is not None and example > bad[-1]:
+            # As a violated guard narrows on later torch: the sizes below are run against
+            # eager where few (``_below_minimum``).
+            notes.append(f"{name} bounded to [{bad[-1] + 1}, {hi if hi else 'inf'}]: the "
+                         f"capture assumes {expr}, which fails at "
+                         f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}")
+        else:
+            raise CaptureError(
+                f"the dynamic shapes declare {name}, and the model was captured under the "
+                f"assumption {expr}, which fails at {name} = "
+                f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}: the "
+                "model computes something else there, and no single graph captured this "
+                f"way holds every size.\nNext step: declare {name}'s range so that it "
+                f"leaves those sizes out, or make {name} static.")
+    return notes

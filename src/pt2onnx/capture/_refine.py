@@ -71,7 +71,41 @@ def export_refined(
         if narrowed is not None:
             return narrowed
     # The example as given, size-obliviously: its errors are the ones to show.
-    return _export_refined(module, args, kwargs, spec, strict)
+    refined = _export_refined(module, args, kwargs, spec, strict)
+    if _capped_at_example(refined, declared):
+        from pt2onnx.capture._resize import _grown
+
+        # A guard that holds up to the example's own size (a cache filled at the example,
+        # ``if self.n < len: refill``, then a slice: the capture traced the hit and
+        # guards len <= 6): captured again above it, the refill is traced, bounded from
+        # 7, and the sizes below are run against eager (``_below_minimum``).
+        grown = _grown(args, kwargs, inputs, declared, None)
+        if grown is not None:
+            try:
+                other = _export_refined(module, *grown, spec, strict)
+            except Exception:
+                return refined
+            if not _capped_at_example(other, declared_axes(bound_inputs(module, *grown), spec)):
+                return other
+    return refined
+
+
+_BOUNDED_NOTE = re.compile(r"^(\w+) bounded to (?:\[\d+, |at most )(\d+)")
+
+
+def _capped_at_example(refined: Refined, declared: list[DeclaredAxis]) -> bool:
+    """Whether a refinement bounds a declared dim from above at the example's own size,
+    below the declared maximum."""
+    for note in refined.notes:
+        m = _BOUNDED_NOTE.match(note)
+        if m is None:
+            continue
+        for a in declared:
+            top = getattr(a.dim, "max", None)
+            if a.name == m.group(1) and a.size == int(m.group(2)) and (
+                    not isinstance(top, int) or top > a.size):
+                return True
+    return False
 
 
 def _export_refined(
