@@ -149,7 +149,8 @@ class WhisperDecoderForGenai(torch.nn.Module):
         out = decoder(input_ids=input_ids, encoder_hidden_states=unused,
                       **{_families.cache_keyword(decoder): cache}, use_cache=True)
         result: list[torch.Tensor] = [self.model.proj_out(out.last_hidden_state)]
-        for layer in cache.self_attention_cache.layers:
+        layers: list[Any] = list(cache.self_attention_cache.layers)
+        for layer in layers:
             result += [layer.keys, layer.values]
         return tuple(result)
 
