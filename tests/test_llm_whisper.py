@@ -201,3 +201,18 @@ def test_whisper_precisions_other_than_fp32_are_refused(tmp_path):
     model = transformers.WhisperForConditionalGeneration(_config()).eval()
     with pytest.raises(InvalidInputError, match="fp32 only"):
         pt2onnx.export_llm(model, tmp_path / "out", precision="int4")
+
+
+def test_cli_names_both_files(exported, tmp_path, monkeypatch, capsys):
+    """The CLI prints the encoder's file beside the decoder's (the export itself is the
+    fixture's: export_llm is swapped for one returning its result)."""
+    import pt2onnx.llm
+    from pt2onnx.cli import main
+
+    _, result, _ = exported
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setattr(pt2onnx.llm, "export_llm", lambda *a, **k: result)
+    assert main(["export-llm", str(tmp_path), "-o", str(tmp_path / "out"), "-q"]) == 0
+    printed = capsys.readouterr().out
+    assert "encoder.onnx, decoder.onnx (whisper, 2 layers, fp32)" in printed
+    assert "type 'whisper'" in printed

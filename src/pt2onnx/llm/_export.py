@@ -156,7 +156,7 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     with _refusing_untyped(_families.named(model_or_dir)):
         if _whisper.is_whisper(model_or_dir):
             return _export_whisper(model_or_dir, out, dtype, precision, opset, tokenizer,
-                                   start)
+                                   fusion.requested, start)
         model, folder, checkpoint = _load(model_or_dir, dtype, notes)
         config = model.config
         model_type = _families.check_family(config)
@@ -169,9 +169,12 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
 
 
 def _export_whisper(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str,
-                    opset: int | None, tokenizer: Any, start: float) -> LLMExport:
+                    opset: int | None, tokenizer: Any, fused: bool, start: float) -> LLMExport:
     """Whisper's encoder.onnx and decoder.onnx, in genai's whisper layout (see _whisper)."""
     notes: list[str] = []
+    if fused:
+        notes.append("whisper: the attention was not fused (export-llm fuses decoder-only "
+                     "attention into GroupQueryAttention); the model's own ops were exported.")
     if isinstance(model_or_dir, torch.nn.Module):
         model, folder, _ = _load(model_or_dir, dtype, notes)
     else:
@@ -210,8 +213,13 @@ def _capture_module(module: torch.nn.Module, example: tuple[Any, ...], in_names:
                     notes: list[str]) -> Any:
     """pt2onnx.export of a wrapper whose I/O is genai's, as _capture does for decoders."""
     from pt2onnx import _api
+    from pt2onnx.capture import trusted
 
-    with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache():
+    # The size-1 points (batch 1, one token, an empty past) are run against eager in
+    # tests/test_llm_whisper.py; the proof's extra captures tripled the decoder's time.
+    size_one = trusted("export-llm: Whisper's wrappers at batch 1, one token and an empty "
+                       "past, run against eager in tests/test_llm_whisper.py")
+    with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache(), size_one:
         warnings.simplefilter("always")
         prog = _api.export(module, example, None, input_names=in_names,
                            output_names=out_names, dynamic_shapes=dims, opset=opset)
