@@ -216,3 +216,68 @@ def test_cli_names_both_files(exported, tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert "encoder.onnx, decoder.onnx (whisper, 2 layers, fp32)" in printed
     assert "type 'whisper'" in printed
+
+
+def _tiny_tokenizer(folder):
+    """A tokenizer whose special tokens are the test prompt's ids (genai's processor
+    tokenizes the decoder prompt; nothing is downloaded)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    specials = {"<|endoftext|>": 2, "<|startoftranscript|>": 3, "<|en|>": 5,
+                "<|transcribe|>": 6}
+    vocab = {"<pad>": 0, "<s>": 1, **specials, "a": 4}
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
+    tok.add_special_tokens(list(specials))
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "WhisperTokenizer", "bos_token": "<|endoftext|>",
+         "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"}))
+
+
+def _wav(path, seconds=2, rate=16000):
+    import wave
+
+    t = np.arange(seconds * rate) / rate
+    rng = np.random.default_rng(0)
+    x = 0.3 * np.sin(2 * np.pi * 440 * t) + 0.05 * rng.standard_normal(t.size)
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((x * 32767).astype(np.int16).tobytes())
+    return x.astype(np.float32)
+
+
+@pytest.mark.models
+def test_genai_audio_processor_reads_the_written_config(exported, tmp_path):
+    """audio_processor_config.json: genai's processor turns a WAV file into the
+    encoder's features, transformers' WhisperFeatureExtractor's except at the audio's two
+    edges (genai's STFT frames them otherwise: 2 frames at each), and the loop fed the
+    processor's output generates transformers' greedy tokens on those features."""
+    og = pytest.importorskip("onnxruntime_genai")
+    import shutil
+
+    model, _, out = exported
+    folder = tmp_path / "onnx"
+    shutil.copytree(out, folder)
+    _tiny_tokenizer(folder)
+    audio = _wav(tmp_path / "a.wav")
+    genai_model = og.Model(str(folder))
+    processor = genai_model.create_multimodal_processor()
+    inputs = processor("<|startoftranscript|><|en|><|transcribe|>",
+                       audios=og.Audios.open(str(tmp_path / "a.wav")))
+    feats = inputs["audio_features"].as_numpy()
+    assert inputs["input_ids"].as_numpy().tolist() == [PROMPT]
+    want = transformers.WhisperFeatureExtractor(feature_size=MELS)(
+        audio, sampling_rate=16000, return_tensors="np").input_features
+    assert feats.shape == want.shape == (1, MELS, 3000)
+    off = np.where(np.abs(feats - want)[0].max(axis=0) > 1e-3)[0].tolist()
+    assert off == [0, 1, 200, 201], off  # the 2 s audio ends at frame 200
+    params = og.GeneratorParams(genai_model)
+    total = len(PROMPT) + NEW_TOKENS
+    params.set_search_options(max_length=total, min_length=total)
+    gen = og.Generator(genai_model, params)
+    gen.set_inputs(inputs)
+    while not gen.is_done():
+        gen.generate_next_token()
+    got = [[int(t) for t in gen.get_sequence(0)]]
+    assert got == _reference(model, torch.from_numpy(feats), [PROMPT])
