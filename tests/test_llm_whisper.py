@@ -159,7 +159,7 @@ def _genai_tokens(out_dir, feats, prompts):
     params.set_search_options(max_length=total, min_length=total, batch_size=len(prompts))
     gen = og.Generator(model, params)
     inputs = og.NamedTensors()
-    inputs["audio_features"] = feats.numpy()
+    inputs["audio_features"] = feats.numpy()  # float16 for an fp16 folder
     inputs["input_ids"] = np.array(prompts, dtype=np.int32)
     gen.set_inputs(inputs)
     while not gen.is_done():
@@ -196,11 +196,12 @@ def test_encoder_of_other_length_is_refused_naming_genais_frames(tmp_path):
         pt2onnx.export_llm(model, tmp_path / "out")
 
 
-def test_whisper_precisions_other_than_fp32_are_refused(tmp_path):
+@pytest.mark.parametrize("precision", ["int4", "bf16"])
+def test_whisper_precisions_not_tried_in_genai_are_refused(tmp_path, precision):
     torch.manual_seed(0)
     model = transformers.WhisperForConditionalGeneration(_config()).eval()
-    with pytest.raises(InvalidInputError, match="fp32 only"):
-        pt2onnx.export_llm(model, tmp_path / "out", precision="int4")
+    with pytest.raises(InvalidInputError, match="fp32 or fp16 only"):
+        pt2onnx.export_llm(model, tmp_path / "out", precision=precision)
 
 
 def test_cli_names_both_files(exported, tmp_path, monkeypatch, capsys):
@@ -281,3 +282,23 @@ def test_genai_audio_processor_reads_the_written_config(exported, tmp_path):
         gen.generate_next_token()
     got = [[int(t) for t in gen.get_sequence(0)]]
     assert got == _reference(model, torch.from_numpy(feats), [PROMPT])
+
+
+@pytest.mark.models
+def test_fp16_folder_runs_in_genai_and_decodes_as_eager_half(exported, tmp_path):
+    """fp16: weights and compute in float16 (softmax and norms in float32), the
+    features fed in float16; genai's greedy tokens equal transformers' on the model in
+    float16, and the encoder's output is eager's (float16) within its rounding."""
+    _, _, out = exported
+    result = pt2onnx.export_llm(out.parent / "ckpt", tmp_path / "onnx", precision="fp16")
+    feats = _features(1, seed=11).half()
+    half = transformers.WhisperForConditionalGeneration.from_pretrained(
+        out.parent / "ckpt", dtype=torch.float16).eval()
+    got = _session(result.encoder_path).run(None, {"audio_features": feats.numpy()})
+    assert got[0].dtype == np.float16
+    with torch.no_grad():
+        want = half.model.encoder(feats).last_hidden_state.float().numpy()
+    np.testing.assert_allclose(got[0].astype(np.float32), want, atol=3e-2, rtol=3e-2)
+    tokens = _genai_tokens(tmp_path / "onnx", feats, [PROMPT])
+    assert len(set(tokens[0][len(PROMPT):])) > 2, tokens
+    assert tokens == _reference(half, feats, [PROMPT])

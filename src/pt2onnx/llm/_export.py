@@ -186,11 +186,11 @@ def _export_whisper(model_or_dir: Any, out: Path, dtype: torch.dtype, precision:
     enc_in, enc_out = _whisper.encoder_names(layout.num_layers)
     encoder = _capture_module(_whisper.WhisperEncoderForGenai(model),
                               _whisper.encoder_example(config, dtype), enc_in, enc_out,
-                              _whisper.encoder_dims(), opset, notes)
+                              _whisper.encoder_dims(), dtype, opset, notes)
     dec_in, dec_out = _whisper.decoder_names(layout.num_layers)
     decoder = _capture_module(_whisper.WhisperDecoderForGenai(model),
                               _whisper.decoder_example(layout, dtype), dec_in, dec_out,
-                              _whisper.decoder_dims(layout), opset, notes)
+                              _whisper.decoder_dims(layout), dtype, opset, notes)
     _name_total_dims(decoder.model, "present_")
     paths = []
     for prog, name in ((encoder, _whisper.ENCODER_FILE), (decoder, _whisper.DECODER_FILE)):
@@ -209,8 +209,8 @@ def _export_whisper(model_or_dir: Any, out: Path, dtype: torch.dtype, precision:
 
 
 def _capture_module(module: torch.nn.Module, example: tuple[Any, ...], in_names: list[str],
-                    out_names: list[str], dims: tuple[Any, ...], opset: int | None,
-                    notes: list[str]) -> Any:
+                    out_names: list[str], dims: tuple[Any, ...], dtype: torch.dtype,
+                    opset: int | None, notes: list[str]) -> Any:
     """pt2onnx.export of a wrapper whose I/O is genai's, as _capture does for decoders."""
     from pt2onnx import _api
     from pt2onnx.capture import trusted
@@ -222,7 +222,8 @@ def _capture_module(module: torch.nn.Module, example: tuple[Any, ...], in_names:
     with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache(), size_one:
         warnings.simplefilter("always")
         prog = _api.export(module, example, None, input_names=in_names,
-                           output_names=out_names, dynamic_shapes=dims, opset=opset)
+                           output_names=out_names, dynamic_shapes=dims, opset=opset,
+                           precision=_HALF.get(dtype, "keep"))
     notes.extend(str(w.message) for w in caught)
     return prog
 

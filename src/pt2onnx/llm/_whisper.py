@@ -36,6 +36,8 @@ MODEL_TYPE = "whisper"
 ENCODER_FILE, DECODER_FILE = "encoder.onnx", "decoder.onnx"
 # genai 0.18's WhisperState: the audio is always 3000 frames (30 s at a 10 ms hop).
 NUM_FRAMES = 3000
+# The precisions tested with genai's whisper loop (fp16: the features are fed in float16).
+PRECISIONS = ("fp32", "fp16")
 BATCH, SEQ, PAST, TOTAL = ("batch_size", "sequence_length", "past_sequence_length",
                            "total_sequence_length")
 
@@ -84,10 +86,11 @@ def check(model: Any, precision: str) -> None:
             f"features' length and sizes the cross-attention caches at {NUM_FRAMES // 2}). "
             "Next step: export the encoder and the decoder with pt2onnx.export and drive "
             "them yourself.")
-    if precision != "fp32":
+    if precision not in PRECISIONS:
         raise InvalidInputError(
-            f"{name}: export-llm writes Whisper in fp32 only; {precision} is not tested with "
-            "genai's whisper loop. Next step: pass precision='fp32'.")
+            f"{name}: export-llm writes Whisper in {' or '.join(PRECISIONS)} only; "
+            f"{precision} is not tested with genai's whisper loop. Next step: pass "
+            "precision='fp32' or 'fp16'.")
 
 
 def layout(config: Any) -> Layout:
