@@ -196,12 +196,41 @@ def test_encoder_of_other_length_is_refused_naming_genais_frames(tmp_path):
         pt2onnx.export_llm(model, tmp_path / "out")
 
 
-@pytest.mark.parametrize("precision", ["int4", "bf16"])
-def test_whisper_precisions_not_tried_in_genai_are_refused(tmp_path, precision):
+def test_whisper_in_bf16_is_refused(tmp_path):
     torch.manual_seed(0)
     model = transformers.WhisperForConditionalGeneration(_config()).eval()
-    with pytest.raises(InvalidInputError, match="fp32 or fp16 only"):
-        pt2onnx.export_llm(model, tmp_path / "out", precision=precision)
+    with pytest.raises(InvalidInputError, match="fp32, fp16 or int4 only"):
+        pt2onnx.export_llm(model, tmp_path / "out", precision="bf16")
+
+
+@pytest.mark.models
+def test_int4_decodes_as_eager_with_the_dequantized_weights(tmp_path):
+    """int4: every Linear weight of both files (d_model 64: wide enough for 32-weight
+    blocks) as MatMulNBits, except proj_out, which shares its weight with the token
+    embedding; genai's tokens equal transformers' with those weights dequantized."""
+    import onnx
+
+    torch.manual_seed(0)
+    model = _vary(transformers.WhisperForConditionalGeneration(
+        _config(d_model=64, encoder_ffn_dim=64, decoder_ffn_dim=64)).eval())
+    result = pt2onnx.export_llm(model, tmp_path / "onnx", precision="int4")
+    linears = {n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    # The wrappers hold the model as .model; the graph reads each weight transposed.
+    names = {q.removeprefix("model.").removesuffix(".weight.T") for q in result.quantized}
+    assert names == linears - {"proj_out"}
+    # Encoder: q/k/v/out and fc1/fc2 per layer, plus each decoder layer's cross k/v.
+    # Decoder: self q/k/v/out, cross q/out and fc1/fc2 per layer.
+    for path, count in ((result.encoder_path, 8 * LAYERS), (result.model_path, 8 * LAYERS)):
+        proto = onnx.load(str(path), load_external_data=False)
+        assert sum(n.op_type == "MatMulNBits" for n in proto.graph.node) == count
+    with torch.no_grad():
+        for name in names:
+            weight = model.get_submodule(name).weight
+            weight.copy_(pt2onnx.llm.quantize_rtn(weight)[2])
+    feats = _features(1, seed=11)
+    got = _genai_tokens(tmp_path / "onnx", feats, [PROMPT])
+    assert len(set(got[0][len(PROMPT):])) > 2, got
+    assert got == _reference(model, feats, [PROMPT])
 
 
 def test_cli_names_both_files(exported, tmp_path, monkeypatch, capsys):

@@ -156,7 +156,8 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     with _refusing_untyped(_families.named(model_or_dir)):
         if _whisper.is_whisper(model_or_dir):
             return _export_whisper(model_or_dir, out, dtype, precision, opset, tokenizer,
-                                   fusion.requested, start)
+                                   fusion.requested, (int4_block_size, int4_accuracy_level),
+                                   start)
         model, folder, checkpoint = _load(model_or_dir, dtype, notes)
         config = model.config
         model_type = _families.check_family(config)
@@ -169,7 +170,8 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
 
 
 def _export_whisper(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str,
-                    opset: int | None, tokenizer: Any, fused: bool, start: float) -> LLMExport:
+                    opset: int | None, tokenizer: Any, fused: bool, int4: tuple[int, int],
+                    start: float) -> LLMExport:
     """Whisper's encoder.onnx and decoder.onnx, in genai's whisper layout (see _whisper)."""
     notes: list[str] = []
     if fused:
@@ -192,8 +194,10 @@ def _export_whisper(model_or_dir: Any, out: Path, dtype: torch.dtype, precision:
                               _whisper.decoder_example(layout, dtype), dec_in, dec_out,
                               _whisper.decoder_dims(layout), dtype, opset, notes)
     _name_total_dims(decoder.model, "present_")
-    paths = []
+    paths, quantized = [], []
     for prog, name in ((encoder, _whisper.ENCODER_FILE), (decoder, _whisper.DECODER_FILE)):
+        if precision == "int4":
+            quantized += _quant.quantize_model(prog.model, *int4)
         _unique_node_names(prog.model)
         path = out / name
         for stale in (path, path.with_name(path.name + ".data")):
@@ -204,7 +208,7 @@ def _export_whisper(model_or_dir: Any, out: Path, dtype: torch.dtype, precision:
     (out / "audio_processor_config.json").write_text(
         json.dumps(_whisper.audio_processor_dict(config), indent=4) + "\n")
     copied = _genai.copy_tokenizer(tokenizer if tokenizer is not None else folder, out)
-    return LLMExport(out, paths[1], cfg, layout, precision, decoder, copied, [], notes,
+    return LLMExport(out, paths[1], cfg, layout, precision, decoder, copied, quantized, notes,
                      time.perf_counter() - start, layout.num_layers, paths[0], encoder)
 
 

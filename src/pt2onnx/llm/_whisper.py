@@ -36,8 +36,9 @@ MODEL_TYPE = "whisper"
 ENCODER_FILE, DECODER_FILE = "encoder.onnx", "decoder.onnx"
 # genai 0.18's WhisperState: the audio is always 3000 frames (30 s at a 10 ms hop).
 NUM_FRAMES = 3000
-# The precisions tested with genai's whisper loop (fp16: the features are fed in float16).
-PRECISIONS = ("fp32", "fp16")
+# The precisions tested with genai's whisper loop (fp16: the features are fed in float16;
+# int4: the Linear weights of both files as MatMulNBits, activations in float32).
+PRECISIONS = ("fp32", "fp16", "int4")
 BATCH, SEQ, PAST, TOTAL = ("batch_size", "sequence_length", "past_sequence_length",
                            "total_sequence_length")
 
@@ -88,9 +89,10 @@ def check(model: Any, precision: str) -> None:
             "them yourself.")
     if precision not in PRECISIONS:
         raise InvalidInputError(
-            f"{name}: export-llm writes Whisper in {' or '.join(PRECISIONS)} only; "
+            f"{name}: export-llm writes Whisper in {', '.join(PRECISIONS[:-1])} or "
+            f"{PRECISIONS[-1]} only; "
             f"{precision} is not tested with genai's whisper loop. Next step: pass "
-            "precision='fp32' or 'fp16'.")
+            "precision='fp32', 'fp16' or 'int4'.")
 
 
 def layout(config: Any) -> Layout:
