@@ -196,6 +196,14 @@ def test_encoder_of_other_length_is_refused_naming_genais_frames(tmp_path):
         pt2onnx.export_llm(model, tmp_path / "out")
 
 
+def test_other_whisper_heads_are_refused_naming_the_class(tmp_path):
+    """A checkpoint of WhisperForAudioClassification: loaded as the generation class, its
+    decoder and proj_out would be random."""
+    _config(architectures=["WhisperForAudioClassification"]).save_pretrained(tmp_path)
+    with pytest.raises(InvalidInputError, match="WhisperForAudioClassification"):
+        pt2onnx.export_llm(tmp_path, tmp_path / "out")
+
+
 def test_whisper_in_bf16_is_refused(tmp_path):
     torch.manual_seed(0)
     model = transformers.WhisperForConditionalGeneration(_config()).eval()

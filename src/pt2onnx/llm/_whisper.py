@@ -33,6 +33,7 @@ from pt2onnx.llm import _families, _genai
 from pt2onnx.llm._families import Layout
 
 MODEL_TYPE = "whisper"
+GENERATION_CLASS = "WhisperForConditionalGeneration"
 ENCODER_FILE, DECODER_FILE = "encoder.onnx", "decoder.onnx"
 # genai 0.18's WhisperState: the audio is always 3000 frames (30 s at a 10 ms hop).
 NUM_FRAMES = 3000
@@ -60,8 +61,19 @@ def is_whisper(model_or_dir: Any) -> bool:
 
 
 def load(folder: Path, dtype: torch.dtype) -> torch.nn.Module:
-    from transformers import WhisperForConditionalGeneration
+    """The checkpoint as a WhisperForConditionalGeneration; another Whisper head (audio
+    classification, the decoder alone) is refused: loading it as one would leave the
+    missing weights random."""
+    from transformers import AutoConfig, WhisperForConditionalGeneration
 
+    config = AutoConfig.from_pretrained(folder)
+    arch = _families.architecture(config)
+    if arch not in (GENERATION_CLASS, MODEL_TYPE):
+        raise InvalidInputError(
+            f"{_families.label(config)}: export-llm exports Whisper checkpoints of "
+            f"{GENERATION_CLASS} (encoder, decoder and proj_out) for genai's whisper loop; "
+            f"this one's config.json names {arch}. Next step: export it with "
+            "pt2onnx.export.")
     try:
         model = WhisperForConditionalGeneration.from_pretrained(folder, dtype=dtype)
     except TypeError:  # transformers < 4.56 names it torch_dtype
