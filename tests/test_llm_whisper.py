@@ -149,14 +149,15 @@ def test_decoder_step_equals_eager(exported):
             np.testing.assert_allclose(g, w.numpy(), atol=1e-4, rtol=1e-4)
 
 
-def _genai_tokens(out_dir, feats, prompts):
+def _genai_tokens(out_dir, feats, prompts, **search):
     og = pytest.importorskip(
         "onnxruntime_genai",
         reason="onnxruntime-genai is not installed (the llm extra; make test-llm runs these)")
     model = og.Model(str(out_dir))
     params = og.GeneratorParams(model)
     total = len(prompts[0]) + NEW_TOKENS
-    params.set_search_options(max_length=total, min_length=total, batch_size=len(prompts))
+    params.set_search_options(max_length=total, min_length=total, batch_size=len(prompts),
+                              **search)
     gen = og.Generator(model, params)
     inputs = og.NamedTensors()
     inputs["audio_features"] = feats.numpy()  # float16 for an fp16 folder
@@ -167,11 +168,11 @@ def _genai_tokens(out_dir, feats, prompts):
     return [[int(t) for t in gen.get_sequence(i)] for i in range(len(prompts))]
 
 
-def _reference(model, feats, prompts):
+def _reference(model, feats, prompts, **search):
     ids = torch.tensor(prompts)
     with torch.no_grad():
         out = model.generate(feats, decoder_input_ids=ids, do_sample=False,
-                             max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS)
+                             max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, **search)
     # Whisper's generate returns the new tokens only.
     return [list(p) + row for p, row in zip(prompts, out.tolist())]
 
@@ -186,6 +187,17 @@ def test_genai_whisper_loop_generates_transformers_greedy_tokens(exported, batch
     want = _reference(model, feats, prompts)
     assert len(set(got[0][len(PROMPT):])) > 2, got  # the tokens vary
     assert got == want
+
+
+@pytest.mark.models
+def test_genai_beam_search_equals_transformers(exported):
+    """Two beams: genai reorders the self-attention caches by beam and expands the
+    cross caches; the best beam equals transformers' beam search."""
+    model, _, out = exported
+    feats = _features(1, seed=11)
+    got = _genai_tokens(out, feats, [PROMPT], num_beams=2, num_return_sequences=1)
+    assert got == _reference(model, feats, [PROMPT], num_beams=2)
+    assert got != _reference(model, feats, [PROMPT])  # not the greedy tokens
 
 
 def test_encoder_of_other_length_is_refused_naming_genais_frames(tmp_path):
