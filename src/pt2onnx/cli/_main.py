@@ -69,7 +69,9 @@ def _cmd_export_llm(args: argparse.Namespace) -> int:
 
     gc.freeze()
     lay = result.layout
-    print(f"wrote {result.out_dir}: {result.model_path.name} ({lay.model_type}, "
+    files = ", ".join(([result.encoder_path.name] if result.encoder_path else [])
+                      + [result.model_path.name])
+    print(f"wrote {result.out_dir}: {files} ({lay.model_type}, "
           f"{lay.num_layers} layers, {args.precision}), genai_config.json (type "
           f"{lay.genai_type!r})" + (f", tokenizer: {', '.join(result.tokenizer_files)}"
                                     if result.tokenizer_files else ", no tokenizer files")

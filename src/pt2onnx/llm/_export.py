@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import json
 import os
 import time
 import warnings
@@ -28,6 +29,7 @@ from pt2onnx.llm import (
     _norm,
     _quant,
     _stamp,
+    _whisper,
     _wrapper,
 )
 from pt2onnx.llm._families import Layout
@@ -56,6 +58,9 @@ class LLMExport:
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
     captured_layers: int = 0  # the layers torch.export captured; fewer when stamped
+    # Whisper: the encoder's file and program (model_path and program are the decoder's).
+    encoder_path: Path | None = None
+    encoder_program: Any = None
 
     def __repr__(self) -> str:
         return (f"LLMExport({self.layout.model_type} -> {self.out_dir}, {self.precision}, "
@@ -149,6 +154,10 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
                 fusion: _Fusion, start: float) -> LLMExport:
     notes: list[str] = []
     with _refusing_untyped(_families.named(model_or_dir)):
+        if _whisper.is_whisper(model_or_dir):
+            return _export_whisper(model_or_dir, out, dtype, precision, opset, tokenizer,
+                                   fusion.requested, (int4_block_size, int4_accuracy_level),
+                                   start)
         model, folder, checkpoint = _load(model_or_dir, dtype, notes)
         config = model.config
         model_type = _families.check_family(config)
@@ -158,6 +167,69 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     return _finish(model, config, folder, checkpoint, prog, layout, fusion, model_type, out,
                    precision, tokenizer, int4_block_size, int4_accuracy_level,
                    fuse_projections, notes, start)
+
+
+def _export_whisper(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str,
+                    opset: int | None, tokenizer: Any, fused: bool, int4: tuple[int, int],
+                    start: float) -> LLMExport:
+    """Whisper's encoder.onnx and decoder.onnx, in genai's whisper layout (see _whisper)."""
+    notes: list[str] = []
+    if fused:
+        notes.append("whisper: the attention was not fused (export-llm fuses decoder-only "
+                     "attention into GroupQueryAttention); the model's own ops were exported.")
+    if isinstance(model_or_dir, torch.nn.Module):
+        model, folder, _ = _load(model_or_dir, dtype, notes)
+    else:
+        folder = Path(model_or_dir)
+        model = _whisper.load(folder, dtype)
+    _whisper.check(model, precision)
+    config, layout = model.config, _whisper.layout(model.config)
+    out.mkdir(parents=True, exist_ok=True)
+    enc_in, enc_out = _whisper.encoder_names(layout.num_layers)
+    encoder = _capture_module(_whisper.WhisperEncoderForGenai(model),
+                              _whisper.encoder_example(config, dtype), enc_in, enc_out,
+                              _whisper.encoder_dims(), dtype, opset, notes)
+    dec_in, dec_out = _whisper.decoder_names(layout.num_layers)
+    decoder = _capture_module(_whisper.WhisperDecoderForGenai(model),
+                              _whisper.decoder_example(layout, dtype), dec_in, dec_out,
+                              _whisper.decoder_dims(layout), dtype, opset, notes)
+    _name_total_dims(decoder.model, "present_")
+    paths, quantized = [], []
+    for prog, name in ((encoder, _whisper.ENCODER_FILE), (decoder, _whisper.DECODER_FILE)):
+        if precision == "int4":
+            quantized += _quant.quantize_model(prog.model, *int4)
+        _unique_node_names(prog.model)
+        path = out / name
+        for stale in (path, path.with_name(path.name + ".data")):
+            stale.unlink(missing_ok=True)
+        paths.append(prog.save(path, external_data=True))
+    cfg = _whisper.config_dict(layout, config, getattr(model, "generation_config", None))
+    _genai.write_config(out, cfg)
+    (out / "audio_processor_config.json").write_text(
+        json.dumps(_whisper.audio_processor_dict(config), indent=4) + "\n")
+    copied = _genai.copy_tokenizer(tokenizer if tokenizer is not None else folder, out)
+    return LLMExport(out, paths[1], cfg, layout, precision, decoder, copied, quantized, notes,
+                     time.perf_counter() - start, layout.num_layers, paths[0], encoder)
+
+
+def _capture_module(module: torch.nn.Module, example: tuple[Any, ...], in_names: list[str],
+                    out_names: list[str], dims: tuple[Any, ...], dtype: torch.dtype,
+                    opset: int | None, notes: list[str]) -> Any:
+    """pt2onnx.export of a wrapper whose I/O is genai's, as _capture does for decoders."""
+    from pt2onnx import _api
+    from pt2onnx.capture import trusted
+
+    # The size-1 points (batch 1, one token, an empty past) are run against eager in
+    # tests/test_llm_whisper.py; the proof's extra captures tripled the decoder's time.
+    size_one = trusted("export-llm: Whisper's wrappers at batch 1, one token and an empty "
+                       "past, run against eager in tests/test_llm_whisper.py")
+    with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache(), size_one:
+        warnings.simplefilter("always")
+        prog = _api.export(module, example, None, input_names=in_names,
+                           output_names=out_names, dynamic_shapes=dims, opset=opset,
+                           precision=_HALF.get(dtype, "keep"))
+    notes.extend(str(w.message) for w in caught)
+    return prog
 
 
 @contextlib.contextmanager
@@ -510,11 +582,11 @@ def _unique_node_names(model: ir.Model) -> None:
         seen.add(name)
 
 
-def _name_total_dims(model: ir.Model) -> None:
+def _name_total_dims(model: ir.Model, prefix: str = "present.") -> None:
     """The present outputs' length is past + sequence; genai's dim name is
     total_sequence_length, the attention mask's."""
     for value in model.graph.outputs:
-        if value.name and value.name.startswith("present.") and value.shape is not None \
+        if value.name and value.name.startswith(prefix) and value.shape is not None \
                 and not value.name.endswith(".conv"):
             dims = list(value.shape)
             dims[2] = ir.SymbolicDim(_wrapper.TOTAL)

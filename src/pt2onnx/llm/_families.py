@@ -142,8 +142,9 @@ def check_family(config: Any) -> str:
     if getattr(config, "is_encoder_decoder", False):
         raise InvalidInputError(
             f"{model_type or 'this model'} is an encoder-decoder model; export-llm exports "
-            "decoder-only models for onnxruntime-genai's decoder loop. Next step: export the "
-            "encoder and the decoder with pt2onnx.export (see docs/dynamic.md).")
+            "decoder-only models for onnxruntime-genai's decoder loop, and Whisper for its "
+            "whisper loop, no other encoder-decoder. Next step: export the encoder and the "
+            "decoder with pt2onnx.export (see docs/dynamic.md).")
     if model_type in UNSUPPORTED:
         raise InvalidInputError(
             f"{model_type} can't be exported by export-llm: {UNSUPPORTED[model_type]}, and "
