@@ -322,7 +322,7 @@ def _capture_declared(
         if _compat.DEFERRED_GUARDS:
             from pt2onnx.capture._guards_hold import deferred_asserts
 
-            deferred = deferred_asserts(refined, _symbol_names(positions, refined))
+            deferred = deferred_asserts(refined, _symbol_names(positions, refined), module)
             checked += [n for n in deferred if " bounded " not in n]
             refined.notes += [n for n in deferred if " bounded " in n]
         if refined.holes:

@@ -328,7 +328,29 @@ def hole_points(refined: Refined, names: dict[Any, str]) -> list[Any]:
     return points
 
 
-def deferred_asserts(refined: Refined, names: dict[Any, str]) -> list[str]:
+def _eager_fails_at(module: Any, program: Any, symbol: Any, sizes: list[int]) -> bool:
+    """Whether eager raises on the example resized to each of ``sizes`` (the model's own
+    precondition, such as a view that needs a multiple of 4), its state left as it was."""
+    import copy
+
+    from pt2onnx.capture._model_state import no_leaked_fake_tensors
+    from pt2onnx.capture._resize import example_at, known_values
+
+    for size in sizes:
+        built = example_at(program, {**known_values(program), symbol: size})
+        if built is None:
+            return False
+        try:
+            with no_leaked_fake_tensors(module, everything=True), torch.no_grad():
+                module(*copy.deepcopy(built[0]), **copy.deepcopy(built[1]))
+        except Exception:
+            continue
+        return False
+    return True
+
+
+def deferred_asserts(refined: Refined, names: dict[Any, str],
+                     module: Any = None) -> list[str]:
     """Where torch defers its guards to run-time asserts (torch 2.12, ``_compat.
     DEFERRED_GUARDS``), a guard torch.export would have reported (``B != 16`` from a
     branch on one size) is an ``_assert_scalar`` node of the program, which the file
@@ -385,6 +407,11 @@ def deferred_asserts(refined: Refined, names: dict[Any, str]) -> list[str]:
             notes.append(f"{name} bounded to [{bad[-1] + 1}, {hi if hi else 'inf'}]: the "
                          f"capture assumes {expr}, which fails at "
                          f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}")
+        elif module is not None and _eager_fails_at(
+                module, program, symbol, sorted(set(bad[:4] + bad[-2:]))):
+            notes.append(f"dynamic dim {name}: the capture assumes {expr}, which fails at "
+                         f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}, "
+                         "where eager PyTorch fails too (the model's own precondition)")
         else:
             raise CaptureError(
                 f"the dynamic shapes declare {name}, and the model was captured under the "
