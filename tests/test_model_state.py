@@ -220,3 +220,37 @@ def test_a_buffer_written_in_place_is_still_read_after_the_write() -> None:
     for n in (1, 5, 8):
         x = torch.randn(n, 4)
         np.testing.assert_allclose(prog.run(x)[0], InPlace()(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _GrowingCache(torch.nn.Module):
+    """A cache that grows: refilled when the input is longer than what it holds, then
+    sliced (the fuzzer's seed 3805, programs 58 and 582). Filled at the example's size,
+    the capture traced the cache hit and guarded ``len <= 6``: pt2onnx bounded the dim
+    to [1, 6] where eager runs at every size. Both torch.onnx exporters write a file
+    that fails above 6 ("Attempting to broadcast an axis by a dimension other than 1")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+        self.k = torch.empty(0)
+
+    def forward(self, x):
+        if self.n < x.shape[0]:
+            self.k = torch.arange(x.shape[0], dtype=torch.float32) * -1.5 + 1
+            self.n = x.shape[0]
+        return x * self.k[:x.shape[0]].view(-1, 1)
+
+
+def test_a_growing_cache_filled_at_the_example_exports_general():
+    model = _GrowingCache()
+    model(torch.randn(6, 3))
+    cached = model.k
+    prog = pt2onnx.export(model, (torch.randn(6, 3),),
+                          dynamic_shapes=({0: torch.export.Dim("B", max=64)},))
+    assert model.n == 6 and model.k is cached  # the export left the cache as it was
+    assert not prog.report.dynamic_refinements, prog.report.dynamic_refinements
+    assert any("keeps its sizes from 1" in w for w in prog.report.warnings), \
+        prog.report.warnings
+    for batch in (1, 5, 6, 7, 40):
+        x = torch.randn(batch, 3)
+        np.testing.assert_allclose(prog.run(x)[0], _GrowingCache()(x).numpy(), rtol=1e-6)
