@@ -286,3 +286,30 @@ def test_a_dim_tied_to_a_new_root_gets_the_root_s_minimum() -> None:
     for n in (5, 9, 61):
         x = torch.randn(n)
         np.testing.assert_allclose(prog.run(x)[0], _PaddedToFours()(x).numpy(), rtol=1e-5)
+
+
+class _IntArangeFloatArgs(torch.nn.Module):
+    """An integer ``arange`` with fractional arguments, one of them a size: torch takes the
+    length from the floats, ceil((end - start) / step), and the values from them
+    truncated. The rule truncated first (Range(2, 8, 1): 6 elements where eager has 5)."""
+
+    def __init__(self, dtype: torch.dtype, end: float, step: float) -> None:
+        super().__init__()
+        self.dtype, self.end, self.step = dtype, end, step
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.arange(x.size(0) * 0.5, self.end, self.step, dtype=self.dtype)
+
+
+@pytest.mark.parametrize("dtype, end, step", [
+    (torch.int64, 8.5, 1.5), (torch.int32, 20.0, 2.5), (torch.int64, -7.5, -1.5)])
+def test_an_integer_arange_with_fractional_arguments(dtype, end, step):
+    model = _IntArangeFloatArgs(dtype, end, step)
+    prog = pt2onnx.export(model, (torch.randn(5, 2),),
+                          dynamic_shapes=({0: torch.export.Dim("n", max=12)},))
+    for n in (1, 3, 5, 8, 12):
+        x = torch.randn(n, 2)
+        expected = model(x)
+        got = prog.run(x)[0]
+        assert got.shape == tuple(expected.shape), (n, got, expected)
+        np.testing.assert_array_equal(got, expected.numpy())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import onnx_ir as ir
@@ -94,4 +95,36 @@ def arange(g: RuleContext, *args: Any, **_: Any) -> ir.Value:
     start, end, step = (0, values[0], 1) if len(values) == 1 else (
         values[0], values[1], values[2] if len(values) > 2 else 1)
     dtype = g.dtype
+    if _integral(dtype) and any(_fractional(a) for a in (start, end, step)) and \
+            _length_from_floats(torch_dtype(dtype)):
+        # An integer arange takes its length from the float arguments, ceil((end - start)
+        # / step), and its values from them truncated: arange(2, 8.5, 1.5, dtype=int64) is
+        # [2, 3, 4, 5, 6] on torch 2.14 (Range over the truncated 2, 8, 1 gives 6, which
+        # is what torch 2.13 returns for int64, though not for int32).
+        d = ir.DataType.DOUBLE
+        i64 = ir.DataType.INT64
+        span = g.op.Div(g.op.Sub(operand(g, end, d), operand(g, start, d)), operand(g, step, d))
+        count = g.op.Max(g.op.Cast(g.op.Ceil(span), to=i64), g.const(0, i64))
+        steps = g.op.Range(g.const(0, i64), count, g.const(1, i64))
+        out = g.op.Add(operand(g, start, i64), g.op.Mul(steps, operand(g, step, i64)))
+        return out if dtype == i64 else g.op.Cast(out, to=dtype)
     return g.op.Range(operand(g, start, dtype), operand(g, end, dtype), operand(g, step, dtype))
+
+
+@functools.cache
+def _length_from_floats(dtype: torch.dtype) -> bool:
+    """Whether this torch's arange in ``dtype`` counts its length from the float
+    arguments rather than from them truncated (it differs by release and by dtype)."""
+    return len(torch.arange(0.5, 2.0, 1.5, dtype=dtype)) == 1
+
+
+def _integral(dtype: ir.DataType) -> bool:
+    return dtype.is_integer() and dtype != ir.DataType.BOOL
+
+
+def _fractional(x: Any) -> bool:
+    """A float argument that may not be a whole number: a Python float with a fraction,
+    or a float value in the graph (a SymFloat)."""
+    if isinstance(x, ir.Value):
+        return x.dtype is not None and x.dtype.is_floating_point()
+    return isinstance(x, float) and not x.is_integer()
