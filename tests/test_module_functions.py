@@ -102,6 +102,19 @@ def test_true_means_every_module_type_nested() -> None:
     _matches(proto, model, (5, 16))
 
 
+def test_half_precision_layers_keep_one_body() -> None:
+    """The casts float32_ops writes beside softmax and the norms (nodes a pass wrote)
+    join their layer's call; precision_io's casts at the boundary stay outside."""
+    model, x = _encoder(), torch.randn(2, 5, 16)
+    prog = pt2onnx.export(model, (x,), input_names=["x"], dynamic_axes={"x": {0: "batch"}},
+                          export_modules_as_functions={torch.nn.TransformerEncoderLayer},
+                          precision="float16", verify=True)
+    proto = prog.model_proto
+    onnx.checker.check_model(proto, full_check=True)
+    assert _calls(proto) == {"TransformerEncoderLayer": 3}
+    assert [n.op_type for n in proto.graph.node][-1] == "Cast"
+
+
 def test_instances_of_other_sizes_and_bodies() -> None:
     model = Sizes().eval()
     # torch.onnx's spelling of the call: opset 17 (IR version 8) has local functions too.
@@ -161,3 +174,33 @@ def test_a_call_that_a_node_outside_feeds_stays_inline() -> None:
     assert not result.calls and not model.functions
     assert result.inlined and "m (pkg.M)" in result.inlined[0]
     assert [n.name for n in model.graph] == ["a", "b", "c"]
+
+
+class Squeezed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = Block(4, 4, 2.0), Block(4, 4, 2.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x)).squeeze(0).sum(-1)
+
+
+def test_calls_inside_the_size_one_branches() -> None:
+    """squeeze(0) of the dynamic dim: the file holds a graph for each side of 1 under an
+    If; the calls in both branches become functions, and both sides match eager."""
+    model = Squeezed().eval()
+    prog = pt2onnx.export(model, (torch.randn(1, 3, 4),), input_names=["x"],
+                          dynamic_axes={"x": {0: "b"}}, export_modules_as_functions={Block})
+    proto = prog.model_proto
+    onnx.checker.check_model(proto, full_check=True)
+    assert [n.op_type for n in proto.graph.node][-1] == "If"
+    branches = [a.g for a in proto.graph.node[-1].attribute]
+    assert all(sum(n.op_type.startswith("Block") for n in g.node) == 2 for g in branches)
+    session = ort.InferenceSession(proto.SerializeToString())
+    for batch in (1, 2):
+        x = torch.randn(batch, 3, 4)
+        with torch.no_grad():
+            want = model(x).numpy()
+        np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0].reshape(want.shape),
+                                   want, rtol=1e-4, atol=1e-5)

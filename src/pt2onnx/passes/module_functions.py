@@ -91,7 +91,16 @@ def apply(model: ir.Model, chosen: Callable[[str], bool],
     """Extracts the calls of the module types ``chosen`` accepts (by qualified type name,
     ``torch.nn.modules.linear.Linear``) into functions, in place. ``weights``: the names
     of initializers that are the model's state (never copied into a body)."""
-    return _Extractor(model, chosen, set(weights)).run()
+    shared = _Shared(model, chosen, set(weights))
+    _Extractor(shared, model.graph).run()
+    if shared.result.calls:  # the constants copied into bodies, and the dropped calls'
+        for name, value in list(model.graph.initializers.items()):
+            if not value.uses() and not value.is_graph_input() and not value.is_graph_output():
+                model.graph.initializers.pop(name)
+    for fn in model.functions.values():
+        for domain, version in model.graph.opset_imports.items():
+            fn.opset_imports.setdefault(domain, version)
+    return shared.result
 
 
 def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
@@ -126,9 +135,26 @@ def _freeze(attr: ir.Attr) -> Any:
     return value
 
 
+@dataclass
+class _Shared:
+    """What the walks over the graph and its subgraphs share."""
+
+    model: ir.Model
+    chosen: Callable[[str], bool]
+    weights: set[str]
+    bodies: dict[Any, ir.Function] = field(default_factory=dict)  # signature -> function
+    names: set[tuple[str, str]] = field(default_factory=set)
+    result: Result = field(default_factory=Result)
+
+
 class _Extractor:
-    def __init__(self, model: ir.Model, chosen: Callable[[str], bool], weights: set[str]):
-        self.model, self.graph, self.weights = model, model.graph, weights
+    """One graph's walk (the main graph, or a branch of an If outside every call: the
+    size-1 check's merge puts the whole model in one)."""
+
+    def __init__(self, shared: _Shared, graph: ir.Graph):
+        self.shared, self.graph, self.weights = shared, graph, shared.weights
+        self.model, self.result = shared.model, shared.result
+        chosen = shared.chosen
         self.order: list[ir.Node | None] = list(self.graph)
         self.pos: dict[ir.Node, int] = {n: i for i, n in enumerate(self.order) if n}
         self.top: dict[ir.Node, ir.Node] = {}
@@ -140,6 +166,11 @@ class _Extractor:
             calls = node.meta.get("pt2onnx.modules")
             if calls is not None:
                 self.stack[node] = tuple(c for c in calls if chosen(c[2]))
+        # The innermost module path (metadata, as a pass's node copies it) -> its calls.
+        self.by_path: dict[str, tuple[Call, ...]] = {}
+        for node in self.stack:
+            self.by_path.setdefault(node.metadata_props.get("pt2onnx.module", ""),
+                                    self.stack[node])
         for node in self.pos:  # in graph order: a guess can lean on the ones before it
             if node not in self.stack:
                 self.stack[node] = self._guess(node)
@@ -149,18 +180,27 @@ class _Extractor:
             for depth, (key, path, type_name) in enumerate(self.stack[node], 1):
                 self.members.setdefault(key, {})[node] = None
                 self.info[key] = (depth, path, type_name)
-        self.bodies: dict[Any, ir.Function] = {}
-        self.names: set[tuple[str, str]] = set()
-        self.result = Result()
+        self.bodies, self.names = shared.bodies, shared.names
+        self.made = 0
 
     def _up(self, node: ir.Node | None) -> ir.Node | None:
         return None if node is None else self.top.get(node, node)
 
     def _guess(self, node: ir.Node) -> tuple[Call, ...]:
-        """A node without module calls: the calls its neighbours have in common."""
+        """A node a pass wrote: the calls of the module its metadata or its name
+        (``<module path>/<node>/<what the pass wrote>``) names, or else the calls its
+        neighbours have in common."""
+        path = node.metadata_props.get("pt2onnx.module") or (
+            node.name.split("/", 1)[0] if node.name and "/" in node.name else "")
+        if path and path in self.by_path:
+            return self.by_path[path]
         near = [self._up(v.producer()) for v in node.inputs if v is not None]
         near += [self._up(u.node) for v in node.outputs for u in v.uses()]
         stacks = [self.stack[n] for n in near if n is not None and n in self.stack]
+        # A cast at the graph's boundary (precision_io) belongs to no call.
+        if any(v is not None and v.is_graph_input() for v in node.inputs) or any(
+                v.is_graph_output() for v in node.outputs):
+            stacks.append(())
         if not stacks:
             return ()
         common = stacks[0]
@@ -172,21 +212,17 @@ class _Extractor:
         return common
 
     # -- the walk ---------------------------------------------------------------------
-    def run(self) -> Result:
+    def run(self) -> None:
         keys = sorted(self.members, key=lambda k: (
             -self.info[k][0], min(self.pos[n] for n in self.members[k])))
         for key in keys:
             self._extract(key)
-        if self.result.calls:
+        for node in list(self.graph):
+            if not self.stack.get(node):
+                for sub in _subgraphs(node):
+                    _Extractor(self.shared, sub).run()
+        if self.made:
             self.graph.sort()
-            for name, value in list(self.graph.initializers.items()):
-                if not value.uses() and not value.is_graph_input() \
-                        and not value.is_graph_output():
-                    self.graph.initializers.pop(name)
-            for fn in self.model.functions.values():
-                for domain, version in self.graph.opset_imports.items():
-                    fn.opset_imports.setdefault(domain, version)
-        return self.result
 
     def _extract(self, key: str) -> None:
         depth, path, type_name = self.info[key]
@@ -228,6 +264,7 @@ class _Extractor:
         self.graph.append(call)
         ident = (fn.domain, fn.name)
         self.result.calls[ident] = self.result.calls.get(ident, 0) + 1
+        self.made += 1
         self._place(nodes, call, desc, depth)
 
     # -- which nodes ------------------------------------------------------------------
@@ -414,10 +451,10 @@ class _Extractor:
             for value in node.outputs:
                 value.type, value.shape = None, None
         graph = ir.Graph(inputs, outs, nodes=[*made, *nodes], name=name,
-                         opset_imports=dict(self.graph.opset_imports))
+                         opset_imports=dict(self.model.graph.opset_imports))
         fn = ir.Function(domain, name, graph=graph, attributes=[])
         self.model.functions[fn.identifier()] = fn
-        self.graph.opset_imports.setdefault(domain, 1)
+        self.model.graph.opset_imports.setdefault(domain, 1)
         self.model.opset_imports.setdefault(domain, 1)
         return fn
 
