@@ -210,7 +210,9 @@ def _export(
     if captured.below_minimum:
         with rep.stage("verify"):
             rep.warnings.extend(lift(prog, captured.below_minimum, rep))
-    stages.functions(prog)  # module calls as ONNX functions, on the finished graph
+    if call.functions is not None:  # module calls as ONNX functions, on the finished graph
+        with rep.stage("functions"):
+            stages.functions(prog)
     if call.verify:  # before saving: a file that does not match is never written
         with rep.stage("verify"):
             stages.verify(prog)
