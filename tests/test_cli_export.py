@@ -168,3 +168,6 @@ def test_export_modules_as_functions(workdir, monkeypatch, capsys, flag):
     proto = onnx.load(str(workdir / "f.onnx"))
     assert [f.name for f in proto.functions] == ["Linear"]
     assert [n.op_type for n in proto.graph.node] == ["Linear", "Relu"]
+    code, out, _ = _main(["inspect", "f.onnx"], workdir, monkeypatch, capsys)
+    assert code == 0 and "functions (1, nodes in each body):" in out
+    assert "torch.nn.modules.linear::Linear" in out

@@ -92,6 +92,7 @@ def apply(model: ir.Model, chosen: Callable[[str], bool],
     ``torch.nn.modules.linear.Linear``) into functions, in place. ``weights``: the names
     of initializers that are the model's state (never copied into a body)."""
     shared = _Shared(model, chosen, set(weights))
+    shared.names.update((domain, name) for domain, name, _ in model.functions)
     _Extractor(shared, model.graph).run()
     if shared.result.calls:  # the constants copied into bodies, and the dropped calls'
         for name, value in list(model.graph.initializers.items()):
