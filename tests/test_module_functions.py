@@ -204,3 +204,37 @@ def test_calls_inside_the_size_one_branches() -> None:
             want = model(x).numpy()
         np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0].reshape(want.shape),
                                    want, rtol=1e-4, atol=1e-5)
+
+
+class Tied(torch.nn.Module):
+    """One layer called three times (weights tied): three calls, keyed path, path@1, ..."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = _encoder().layers[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(3):
+            x = self.layer(x)
+        return x
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["recorded", "torch.export"])
+def test_a_module_called_three_times(dynamic: bool) -> None:
+    """Each call is its own call node; the weights' transposes CSE left in the first call
+    are computed before the calls, so the three share one body."""
+    model, x = Tied().eval(), torch.randn(2, 5, 16)
+    axes = {"x": {0: "batch"}} if dynamic else None
+    prog = pt2onnx.export(model, (x,), input_names=["x"], dynamic_axes=axes,
+                          export_modules_as_functions={torch.nn.TransformerEncoderLayer})
+    assert prog.report.capture_strategy.startswith("recorded") != dynamic
+    proto = prog.model_proto
+    onnx.checker.check_model(proto, full_check=True)
+    assert _calls(proto) == {"TransformerEncoderLayer": 3}
+    assert [n.name for n in proto.graph.node if n.op_type == "TransformerEncoderLayer"] == [
+        "layer", "layer@1", "layer@2"]
+    session = ort.InferenceSession(proto.SerializeToString())
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], want, rtol=1e-4,
+                               atol=1e-5)

@@ -191,13 +191,18 @@ class _Extractor:
         """A node a pass wrote: the calls of the module its metadata or its name
         (``<module path>/<node>/<what the pass wrote>``) names, or else the calls its
         neighbours have in common."""
-        path = node.metadata_props.get("pt2onnx.module") or (
-            node.name.split("/", 1)[0] if node.name and "/" in node.name else "")
-        if path and path in self.by_path:
-            return self.by_path[path]
         near = [self._up(v.producer()) for v in node.inputs if v is not None]
         near += [self._up(u.node) for v in node.outputs for u in v.uses()]
         stacks = [self.stack[n] for n in near if n is not None and n in self.stack]
+        path = node.metadata_props.get("pt2onnx.module") or (
+            node.name.split("/", 1)[0] if node.name and "/" in node.name else "")
+        if path and path in self.by_path:
+            known = self.by_path[path]
+            paths = [c[1] for c in known]
+            for other in stacks:  # a module called twice: the call its neighbours are in
+                if [c[1] for c in other[:len(known)]] == paths:
+                    return other[:len(known)]
+            return known
         # A cast at the graph's boundary (precision_io) belongs to no call.
         if any(v is not None and v.is_graph_input() for v in node.inputs) or any(
                 v.is_graph_output() for v in node.outputs):
@@ -270,39 +275,46 @@ class _Extractor:
 
     # -- which nodes ------------------------------------------------------------------
     def _hoist(self, nodes: list[ir.Node], depth: int) -> list[ir.Node]:
-        """Integer shape arithmetic the call computes for itself and for nodes outside
-        it (what CSE left after merging the layers' equal computations) moves out."""
+        """What CSE shared between calls moves out of the call that computes it for
+        itself and for others: integer shape arithmetic, and what is computed from the
+        weights alone (a weight transposed or cast once for a module called three times)."""
         inside = set(nodes)
         out: set[ir.Node] = set()
         for node in nodes:
             for value in node.outputs:
                 users = {self._up(u.node) for u in value.uses()}
-                if not users & inside or not users - inside or (
-                        value.dtype is not None and value.dtype not in _INTEGER):
+                if not users & inside or not users - inside:
                     continue
-                cone = self._cone(node, inside)
+                cone = self._cone(node, inside, weights=True)
+                if cone is None and (value.dtype is None or value.dtype in _INTEGER):
+                    cone = self._cone(node, inside, weights=False)
                 if cone is not None:
                     out |= cone
         for node in out:
             self.stack[node] = self.stack[node][:depth - 1]
         return [n for n in nodes if n not in out]
 
-    def _cone(self, node: ir.Node, inside: set[ir.Node]) -> set[ir.Node] | None:
-        """``node`` and what it reads from inside the call, if all shape arithmetic."""
+    def _cone(self, node: ir.Node, inside: set[ir.Node], weights: bool) -> set[ir.Node] | None:
+        """``node`` and what it reads from inside the call, if all shape arithmetic
+        (``weights`` False) or all computed from initializers (True)."""
         cone: set[ir.Node] = set()
         todo = [node]
         while todo:
             n = todo.pop()
             if n in cone:
                 continue
-            if n.domain not in ("", "ai.onnx") or n.op_type not in _SHAPE_OPS \
-                    or any(True for _ in _subgraphs(n)) or len(cone) >= _CONE_LIMIT:
+            if n.domain not in ("", "ai.onnx") or any(True for _ in _subgraphs(n)) \
+                    or len(cone) >= _CONE_LIMIT or (not weights and n.op_type not in _SHAPE_OPS):
                 return None
             cone.add(n)
             for v in n.inputs:
-                p = self._up(v.producer()) if v is not None else None
+                if v is None:
+                    continue
+                p = self._up(v.producer())
                 if p is not None and p in inside:
                     todo.append(p)
+                elif weights and not v.is_initializer():
+                    return None
         return cone
 
     def _reads(self, node: ir.Node) -> Iterator[ir.Value]:
