@@ -238,3 +238,22 @@ def test_a_module_called_three_times(dynamic: bool) -> None:
         want = model(x).numpy()
     np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], want, rtol=1e-4,
                                atol=1e-5)
+
+
+def test_weights_as_graph_inputs() -> None:
+    """torch.onnx's export_params=False: the weights are graph inputs the caller feeds,
+    and the calls take them as they take initializers."""
+    model, x = Sizes().eval(), torch.randn(2, 8)
+    proto = _export(model, x, export_modules_as_functions={Block}, export_params=False)
+    onnx.checker.check_model(proto, full_check=True)
+    assert not proto.graph.initializer or all(
+        i.name not in dict(model.named_parameters()) for i in proto.graph.initializer)
+    assert _calls(proto) == {"Block": 2, "Block_1": 1}
+    session = ort.InferenceSession(proto.SerializeToString())
+    params = {k: v.detach().numpy() for k, v in model.named_parameters()}
+    feeds = {i.name: params[i.name] for i in session.get_inputs() if i.name in params}
+    got = session.run(None, {"x": x.numpy(), **feeds})
+    with torch.no_grad():
+        want = model(x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5)
