@@ -199,7 +199,9 @@ class _Extractor:
         if path and path in self.by_path:
             known = self.by_path[path]
             paths = [c[1] for c in known]
-            for other in stacks:  # a module called twice: the call its neighbours are in
+            # A module called twice: the call of the nearest translated nodes of the same
+            # module (through other nodes passes wrote), else of any neighbour.
+            for other in (*self._nearest(node, path), *stacks):
                 if [c[1] for c in other[:len(known)]] == paths:
                     return other[:len(known)]
             return known
@@ -216,6 +218,33 @@ class _Extractor:
                 k += 1
             common = common[:k]
         return common
+
+    def _nearest(self, node: ir.Node, path: str, hops: int = 4) -> list[tuple[Call, ...]]:
+        """The calls of the translated nodes of module ``path`` nearest to ``node``,
+        walking both ways through nodes that passes wrote (not through those that read
+        weights alone, which CSE shares between calls)."""
+        found: list[tuple[Call, ...]] = []
+        seen, frontier = {node}, [node]
+        for _ in range(hops):
+            step = []
+            for n in frontier:
+                near = [self._up(v.producer()) for v in n.inputs if v is not None]
+                near += [self._up(u.node) for v in n.outputs for u in v.uses()]
+                for m in near:
+                    if m is None or m in seen or m not in self.pos:
+                        continue
+                    seen.add(m)
+                    # not through what is computed from weights alone: CSE shares it
+                    if all(v is None or v.is_initializer() for v in m.inputs):
+                        continue
+                    if "pt2onnx.modules" not in m.meta:
+                        step.append(m)
+                    elif m.metadata_props.get("pt2onnx.module") == path:
+                        found.append(self.stack[m])
+            if found:
+                return found
+            frontier = step
+        return found
 
     # -- the walk ---------------------------------------------------------------------
     def run(self) -> None:
