@@ -4,13 +4,15 @@ sample 0 of each, exported with pt2onnx, loaded and run in onnxruntime (CPU), co
 with eager. Prints one line per failure and a count per outcome.
 
     PYTHONPATH=src:tests/rules python benchmarks/dtype_sweep.py [--only NAME ...]
-        [--masks] [--dtypes bfloat16 float16] [--samples N]
+        [--masks] [--dtypes bfloat16 float16] [--samples N] [--precision]
 
 ``--masks`` sweeps the entries whose ops take or make a mask (attention, masked_fill,
 where, the masked.* reductions, ...; issue 39); ``--dtypes`` picks the dtypes (default:
 int8 int16 uint8 bfloat16 bool); ``--samples`` runs the first N samples of each entry,
-not only sample 0 (sdpa's first sample has no mask). A dtype the table itself tests for
-an entry is skipped.
+not only sample 0 (sdpa's first sample has no mask); ``--precision`` exports a floating
+sample with ``precision=`` its dtype (so softmax, the norms and the reductions compute in
+float32, as a converted model's do). A dtype the table itself tests for an entry is
+skipped.
 
 Outcomes: ok, eager (eager itself fails on the sample: not counted), type (the export's
 type check refuses: a node breaks its ONNX schema's type constraints), export (pt2onnx
@@ -77,7 +79,8 @@ def _alarm(*_: object) -> None:
     raise _Timeout
 
 
-def one(info: object, dtype: torch.dtype, case: object, sample: object) -> tuple[str, str]:
+def one(info: object, dtype: torch.dtype, case: object, sample: object,
+        precision: bool = False) -> tuple[str, str]:
     module, tensors = harness.wrap_sample(info.op, sample)  # type: ignore[attr-defined]
     try:
         expected = harness.eager(module, tensors)
@@ -86,7 +89,8 @@ def one(info: object, dtype: torch.dtype, case: object, sample: object) -> tuple
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            prog = pt2onnx.export(module, tensors)
+            prog = pt2onnx.export(module, tensors, precision=dtype if precision
+                                  and dtype.is_floating_point else "keep")
     except pt2onnx.TypeConstraintError as e:
         return "type", " ".join(str(e).splitlines()[1:3])[:200]
     except Exception as e:
@@ -120,6 +124,8 @@ def main() -> int:
     parser.add_argument("--masks", action="store_true", help="the entries of MASKS")
     parser.add_argument("--dtypes", nargs="*", help="torch dtype names")
     parser.add_argument("--samples", type=int, default=1)
+    parser.add_argument("--precision", action="store_true",
+                        help="export with precision= the sample's dtype")
     ns = parser.parse_args()
     dtypes = tuple(getattr(torch, d) for d in ns.dtypes) if ns.dtypes else DTYPES
     only = set(ns.only or ()) | (set(MASKS) if ns.masks else set())
@@ -144,7 +150,7 @@ def main() -> int:
             for i, sample in enumerate(drawn):
                 signal.alarm(ns.timeout)
                 try:
-                    kind, detail = one(info, dtype, case, sample)
+                    kind, detail = one(info, dtype, case, sample, ns.precision)
                 except _Timeout:
                     kind, detail = "timeout", f"over {ns.timeout}s"
                 finally:

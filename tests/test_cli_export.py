@@ -158,3 +158,16 @@ def test_export_errors_exit_3_and_leave_no_file(workdir, monkeypatch, capsys):
     assert code == 3 and "outside the range" in err
     assert sorted(p.name for p in workdir.iterdir() if p.name != "__pycache__") == [
         "usermodel.py"]
+
+
+@pytest.mark.parametrize("flag", [["--modules-as-functions"], ["--modules-as-functions", "Linear"]])
+def test_export_modules_as_functions(workdir, monkeypatch, capsys, flag):
+    code, _, err = _main(["export", "usermodel.py:make", "--input", "x:4x3", "-o", "f.onnx",
+                          "-q", *flag], workdir, monkeypatch, capsys)
+    assert code == 0, err
+    proto = onnx.load(str(workdir / "f.onnx"))
+    assert [f.name for f in proto.functions] == ["Linear"]
+    assert [n.op_type for n in proto.graph.node] == ["Linear", "Relu"]
+    code, out, _ = _main(["inspect", "f.onnx"], workdir, monkeypatch, capsys)
+    assert code == 0 and "functions (1, nodes in each body):" in out
+    assert "torch.nn.modules.linear::Linear" in out

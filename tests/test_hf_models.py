@@ -47,3 +47,22 @@ def test_hf_model(name, tmp_path):
     expected = {"bert": ["last_hidden_state", "pooler_output"], "gpt2": ["logits"],
                 "llama": ["logits"]}[name]
     assert outputs == expected
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hf_model_as_functions(name, tmp_path):
+    """export_modules_as_functions=True (issue 41): each module call is a function call;
+    the two decoder or encoder layers are two calls of one function, and the file
+    matches eager."""
+    factory, extra = CASES[name]
+    model = factory().eval()
+    ids = torch.randint(3, 128, (2, 10))
+    mask = torch.ones(2, 10, dtype=torch.int64)
+    mask[1, 7:] = 0
+    kwargs = {"input_ids": ids, "attention_mask": mask, **extra}
+    prog = export_and_verify(model, (), tmp_path, kwargs=kwargs, name=name,
+                             export_modules_as_functions=True)
+    layer = {"bert": "BertLayer", "gpt2": "GPT2Block", "llama": "LlamaDecoderLayer"}[name]
+    layers = [f for f in prog.report.functions if f.split("::")[1].startswith(layer)]
+    assert len(layers) == 1 and layers[0].endswith(f"::{layer}: 2 call(s)"), \
+        prog.report.functions

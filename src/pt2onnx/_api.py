@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from pt2onnx.frontends import (
     register_mappings,
     register_output_containers,
 )
+from pt2onnx.passes import module_functions
 from pt2onnx.save import check_path
 
 MIN_OPSET = 17
@@ -83,6 +84,7 @@ def export(
     quantized_io: str = "float",
     precision: str | torch.dtype = "keep",
     precision_io: str = "keep",
+    export_modules_as_functions: bool | Collection[type[torch.nn.Module] | str] = False,
     **torch_onnx_options: Any,
 ) -> OnnxProgram:
     """Exports a PyTorch model to ONNX.
@@ -125,6 +127,11 @@ def export(
             outputs: ``"keep"`` (default) those of the example inputs and of the model
             (cast to and from the target precision inside the file), ``"convert"`` the
             target precision.
+        export_modules_as_functions: each call of a module becomes a node calling an ONNX
+            local function, as torch.onnx's TorchScript exporter did: True, every module
+            type; a set of ``nn.Module`` classes (or their names), those. Calls with
+            equal bodies share one function (weights are its inputs); calls that differ
+            get one function each. The numbers are unchanged (docs/migration.md).
         **torch_onnx_options: every other keyword of ``torch.onnx.export``
             (``opset_version``, ``export_params``, ``keep_initializers_as_inputs``,
             ``training``, ``custom_opsets``, ``verbose``, ``custom_translation_table``,
@@ -150,6 +157,7 @@ def export(
                 report=report, custom_translations=custom_translations, weights=weights,
                 dynamic=dynamic, legacy=legacy, quantized_io=quantized_io,
                 precision=precision, precision_io=precision_io,
+                functions=export_modules_as_functions,
             )
     finally:
         if gc_was_enabled:
@@ -167,7 +175,7 @@ def _export(
     output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
     verify: bool, report: Any, custom_translations: Any, weights: Any, dynamic: bool = False,
     legacy: _legacy.Options | None = None, quantized_io: str = "float",
-    precision: Any = "keep", precision_io: str = "keep",
+    precision: Any = "keep", precision_io: str = "keep", functions: Any = False,
 ) -> OnnxProgram:
     """The pipeline: each step is one call into one stage (_stages.py holds the glue)."""
     call = _normalize(
@@ -176,7 +184,7 @@ def _export(
         external_data=external_data, optimize=optimize, verify=verify, report=report,
         custom_translations=custom_translations, weights=weights, dynamic=dynamic,
         legacy=legacy or _legacy.Options(), quantized_io=quantized_io, precision=precision,
-        precision_io=precision_io)
+        precision_io=precision_io, functions=functions)
     stages = _stages.Stages(call)
     rep = stages.rep
 
@@ -202,6 +210,9 @@ def _export(
     if captured.below_minimum:
         with rep.stage("verify"):
             rep.warnings.extend(lift(prog, captured.below_minimum, rep))
+    if call.functions is not None:  # module calls as ONNX functions, on the finished graph
+        with rep.stage("functions"):
+            stages.functions(prog)
     if call.verify:  # before saving: a file that does not match is never written
         with rep.stage("verify"):
             stages.verify(prog)
@@ -219,7 +230,7 @@ def _normalize(
     output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
     verify: bool, report: Any, custom_translations: Any, weights: Any, dynamic: bool,
     legacy: _legacy.Options, quantized_io: str = "float", precision: Any = "keep",
-    precision_io: str = "keep",
+    precision_io: str = "keep", functions: Any = False,
 ) -> _stages.Call:
     """The call checked and in one form: opset, inputs (a trailing dict of keyword
     inputs split off), paths, rules, and the dynamic shapes of whichever kind was given."""
@@ -259,7 +270,7 @@ def _normalize(
         output_names=list(output_names) if output_names else None, optimize=optimize,
         verify=verify, external_data=external_data, weights=weights, legacy=legacy,
         quantized_io=quantized_io, opset_named=opset is not None, precision=precision,
-        precision_io=precision_io)
+        precision_io=precision_io, functions=module_functions.chooser(functions))
 
 
 def _dynamic_spec(

@@ -34,8 +34,6 @@ IGNORED: dict[str, tuple[Any, str]] = {
     "dump_exported_program": (False, "the captured program is in the report (report=True) "
                                      "and in pt2onnx.debug"),
     "artifacts_dir": (".", "pass report=<path> to choose where the report goes"),
-    "export_modules_as_functions": (False, "pt2onnx writes a flat graph; module names are "
-                                           "kept in each node's metadata (pt2onnx.module)"),
     "autograd_inlining": (True, "it applies to TorchScript autograd functions only"),
 }
 KNOWN = set(IGNORED) | {

@@ -90,6 +90,8 @@ class Call:
     opset_named: bool = True  # False: the caller left the opset to pt2onnx
     precision: str = "keep"  # the target precision's name (frontends.PRECISIONS)
     precision_io: str = "keep"
+    # export_modules_as_functions: which module types (qualified names) become functions
+    functions: Callable[[str], bool] | None = None
 
 
 class Stages:
@@ -477,6 +479,25 @@ class Stages:
         self.rep.warnings.append(
             "quantized inputs and outputs are (integer values, scale, zero point) triples "
             "(quantized_io='triple')")
+
+    def functions(self, prog: OnnxProgram) -> None:
+        """export_modules_as_functions: each call of a chosen module type becomes a call
+        of an ONNX function (``passes/module_functions.py``), on the finished graph."""
+        chosen = self.call.functions
+        if chosen is None:
+            return
+        program = prog._program
+        weights = set(program.state_dict) | set(program.constants) if program else set()
+        result = passes.module_functions.apply(prog.model, chosen, weights)
+        prog._session = None
+        self.rep.functions = result.summary()
+        notes = list(result.inlined)
+        if not result.calls:
+            notes.append("export_modules_as_functions: no module call became a function "
+                         "(no node of the graph came from a chosen module type)")
+        for note in notes:
+            self.rep.warnings.append(note)
+            warnings.warn(note, stacklevel=4)
 
     def save(self, prog: OnnxProgram) -> None:
         call = self.call

@@ -68,6 +68,8 @@ class ExportReport:
     # (op, source, count) for each op decomposed per node; source is "torch default",
     # "torch registry" or "pt2onnx".
     decompositions: list[tuple[str, str, int]] = field(default_factory=list)
+    # export_modules_as_functions: "domain::name: N call(s)" per ONNX function written
+    functions: list[str] = field(default_factory=list)
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -112,6 +114,8 @@ class ExportReport:
         if self.dynamic_refinements or self.fixed_axes:
             lines += [""] + [f"- refined: {r}" for r in self.dynamic_refinements]
             lines += [f"- static: {a}" for a in self.fixed_axes]
+        if self.functions:
+            lines += ["", "## Functions (module calls)", ""] + [f"- {f}" for f in self.functions]
         if self.warnings:
             lines += ["", "## Warnings", ""] + [f"- {w}" for w in self.warnings]
         if self.unsupported:

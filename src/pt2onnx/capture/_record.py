@@ -105,7 +105,10 @@ class _Recording:
         self.anchor: torch.fx.Node | None = None  # the first user input placeholder
         self.has_rule = has_rule
         self.paused = 0
-        self.module_stack: list[tuple[str, type]] = []
+        # (key, path, type) of each module whose forward is running; a second call of
+        # one module gets the key path@1, as torch.export's nn_module_stack keys it.
+        self.module_stack: list[tuple[str, str, type]] = []
+        self.module_calls: dict[str, int] = {}
         self.shape_only_ops = 0  # heavy ops whose output the recording did not compute
         self.computed_work = 0  # multiply-adds of the heavy ops it did compute
 
@@ -168,7 +171,7 @@ class _Recording:
             node.meta["custom"] = dict(custom)
         if self.module_stack:
             node.meta["nn_module_stack"] = {
-                path: (path, mtype) for path, mtype in self.module_stack}
+                key: (path, mtype) for key, path, mtype in self.module_stack}
         tainted = any(n in self.tainted for n in inputs) or (
             torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()))
         node.meta["val"] = self.fake(out)
@@ -485,7 +488,8 @@ def _module_paths(rec: _Recording, module: torch.nn.Module) -> Iterator[None]:
     def pre(m: torch.nn.Module, _args: Any) -> None:
         name = names.get(id(m))
         if name is not None:
-            rec.module_stack.append((name, type(m)))
+            calls = rec.module_calls[name] = rec.module_calls.get(name, -1) + 1
+            rec.module_stack.append((f"{name}@{calls}" if calls else name, name, type(m)))
 
     def post(m: torch.nn.Module, _args: Any, _out: Any) -> None:
         if id(m) in names and rec.module_stack:

@@ -269,6 +269,8 @@ def summarize(path: Path) -> dict[str, Any]:
         "inputs": [io_row(v) for v in g.input], "outputs": [io_row(v) for v in g.output],
         "nodes": len(g.node), "ops": dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
         "parameters": count, "parameter_bytes": size, "initializers": len(g.initializer),
+        # local functions (export_modules_as_functions): nodes in each body
+        "functions": {f"{f.domain}::{f.name}": len(f.node) for f in proto.functions},
     }
 
 
@@ -293,4 +295,7 @@ def format_summary(s: dict[str, Any]) -> str:
                  f"{s['initializers']} initializers")
     lines.append(f"  ops ({s['nodes']} nodes):")
     lines += [f"    {op:<24} {n}" for op, n in s["ops"].items()]
+    if s.get("functions"):
+        lines.append(f"  functions ({len(s['functions'])}, nodes in each body):")
+        lines += [f"    {name:<24} {n}" for name, n in s["functions"].items()]
     return "\n".join(lines)

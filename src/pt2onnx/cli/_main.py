@@ -32,6 +32,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 dynamic_axes=dynamic_axes or None, opset=args.opset, report=report,
                 verify=args.verify, dynamic=args.dynamic_all, precision=args.precision,
                 precision_io=args.precision_io,
+                export_modules_as_functions=_functions(args.modules_as_functions),
             )
         except pt2onnx.VerificationError as exc:
             print(f"verify: MISMATCH, {out} not written")
@@ -160,6 +161,13 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
 
+def _functions(value: Any) -> Any:
+    """--modules-as-functions: True (no value), or the comma-separated class names."""
+    if value is True or not value:
+        return bool(value)
+    return {name.strip() for name in str(value).split(",") if name.strip()}
+
+
 def _add_commands(sub: Any) -> None:
     export = sub.add_parser("export", help="export a model to ONNX")
     _model_options(export)
@@ -183,6 +191,11 @@ def _add_commands(sub: Any) -> None:
     export.add_argument("--precision-io", default="keep", choices=["keep", "convert"],
                         help="with --precision, the floating inputs' and outputs' dtypes: keep "
                         "(default: the example's and the model's) or convert (the precision's)")
+    export.add_argument("--modules-as-functions", nargs="?", const=True, default=False,
+                        metavar="TYPE,...",
+                        help="each call of a module becomes a call of an ONNX function: "
+                        "every module type, or the listed classes (names such as "
+                        "TransformerEncoderLayer, or qualified names)")
     export.set_defaults(fn=_cmd_export)
     llm = sub.add_parser(
         "export-llm", help="export a transformers decoder checkpoint for onnxruntime-genai")

@@ -17,6 +17,7 @@ import onnx_ir.passes.common as common
 from pt2onnx.passes import (
     float32_ops,
     fold_batch_norm,
+    module_functions,
     ort_cpu_types,
     pad_before_max_pool,
     precision_io,
@@ -29,7 +30,7 @@ from pt2onnx.passes import (
 
 # The door: the pipelines; each pass module above is public too.
 __all__ = [
-    "cleanup", "float32_ops", "fold_batch_norm", "optimize", "ort_cpu_types",
+    "cleanup", "float32_ops", "fold_batch_norm", "module_functions", "optimize", "ort_cpu_types",
     "pad_before_max_pool", "precision_io", "runtime_workarounds", "single_term_products", "transposed_matvec", "type_check", "unsplit_heads",
 ]
 

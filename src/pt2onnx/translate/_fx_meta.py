@@ -16,6 +16,9 @@ class Source:
     source: str
     module: str
     module_type: str
+    # Every module call the node is inside, outermost first, the root left out: (call key,
+    # path, qualified type name); passes/module_functions.py groups nodes by it.
+    stack: tuple[tuple[str, str, str], ...] = ()
 
 
 # pt2onnx's own frames that sit between the model's line and the op while capturing (a
@@ -59,8 +62,21 @@ def source_of(node: torch.fx.Node, cache: dict[Any, Source]) -> Source:
         path, mtype = list(modules.values())[-1]
         module = _clean_module_path(str(path))
         module_type = getattr(mtype, "__name__", str(mtype)).rsplit(".", 1)[-1]
-    hit = cache[key] = Source(source, module, module_type)
+    hit = cache[key] = Source(source, module, module_type, _stack(modules))
     return hit
+
+
+def _stack(modules: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """The module calls in an ``nn_module_stack``, as (call key, path, qualified type)."""
+    calls = []
+    for key, (path, mtype) in modules.items():
+        clean = _clean_module_path(str(path))
+        # torch.export files a node it has no module for under a made-up name.
+        if not clean or clean.startswith("_empty_nn_module_stack"):
+            continue
+        name = mtype if isinstance(mtype, str) else torch.typename(mtype)
+        calls.append((str(key), clean, name))
+    return tuple(calls)
 
 
 def _clean_module_path(path: str) -> str:

@@ -546,6 +546,9 @@ class Translator:
             onnx_node.metadata_props.update(props)
             if written_by:
                 onnx_node.meta["pt2onnx.rule"] = written_by
+            # In memory only: passes/module_functions.py reads it (a node a pass writes
+            # later has none, and joins the module calls of its neighbours).
+            onnx_node.meta["pt2onnx.modules"] = src.stack
             onnx_node.name = f"{prefix}{label}" + (f"#{i}" if i else "")
             self.histogram[onnx_node.op_type] = self.histogram.get(onnx_node.op_type, 0) + 1
 
