@@ -15,7 +15,7 @@ MKVENV := tools/mkvenv.sh
 IN_SRC := PYTHONPATH=$(CURDIR)/src
 FAST := -m "not models and not slow" tests
 
-.PHONY: fuzz fuzz-compare venv demo test test-cpu-default test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-cold bench-downstream bench-zoo bench-meta lint typecheck docs clean
+.PHONY: fuzz fuzz-compare venv demo test test-cpu-default test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-cold bench-memory bench-downstream bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS) constraints-deps.txt
 	$(PYTHON) -m venv $(VENV)
@@ -107,6 +107,13 @@ bench-vision:
 bench-cold:
 	venv=$$($(MKVENV) $(TV_VERSION) dev,models) && $(IN_SRC) $$venv/bin/python \
 	  benchmarks/cold_start.py
+
+# Peak RSS above the eager pass, pt2onnx against torch.export alone and dynamo, one fresh
+# process per model and exporter (issue 41; docs/performance.md). Rows whose model does not
+# fit the free memory are skipped and say so.
+bench-memory:
+	venv=$$($(MKVENV) $(TV_VERSION) dev,models) && $(IN_SRC) $$venv/bin/python \
+	  benchmarks/memory_table.py
 
 # The tools people run after exporting, on pt2onnx's and torch.onnx's files (docs/compatibility.md).
 bench-downstream:

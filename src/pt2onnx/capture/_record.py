@@ -44,6 +44,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pt2onnx.capture import _shape_only as _so
+from pt2onnx.capture._heap import Trimmer
 
 aten = torch.ops.aten
 
@@ -111,6 +112,7 @@ class _Recording:
         self.module_calls: dict[str, int] = {}
         self.shape_only_ops = 0  # heavy ops whose output the recording did not compute
         self.computed_work = 0  # multiply-adds of the heavy ops it did compute
+        self.heap = Trimmer()  # frees the heap pages of dropped intermediates (_heap.py)
 
     # -- values ------------------------------------------------------------------
 
@@ -175,6 +177,7 @@ class _Recording:
         tainted = any(n in self.tainted for n in inputs) or (
             torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()))
         node.meta["val"] = self.fake(out)
+        self.heap.made(out)
         if tainted:
             self.tainted.add(node)
         if isinstance(out, torch.Tensor):
@@ -541,7 +544,10 @@ def record(
     notes: list[str] = []
     with torch.no_grad(), substitutions(notes), _module_paths(rec, module), \
             _Functions(rec), _Dispatch(rec):
-        out = _run(module, args, kwargs)
+        try:
+            out = _run(module, args, kwargs)
+        finally:  # a recording given up frees its heap pages too
+            rec.heap.done()
     from pt2onnx.frontends import register_mappings
 
     register_mappings(out)  # dict subclasses (class Output(OrderedDict)) are named by key

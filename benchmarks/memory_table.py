@@ -1,0 +1,241 @@
+"""Peak memory of an export above the eager pass: pt2onnx, the torch.export path, dynamo.
+
+Each (model, exporter) runs in a fresh process, one after another: it imports torch,
+onnx, onnx_ir and onnxscript, builds the model with random weights (timm
+``pretrained=False``, torchvision ``weights=None``; nothing is downloaded), runs one
+eager forward under ``torch.no_grad()``, reads its resident set (the *baseline*),
+resets the peak (``/proc/self/clear_refs`` 5 resets ``VmHWM``), exports once and reads
+``VmHWM`` again. The figure is the peak above the baseline; the denominator of every
+ratio is the model's weights (parameters and buffers, in bytes).
+
+- ``pt2onnx``: ``pt2onnx.export(model, args, "model.onnx")`` (external data past 2 GB);
+- ``torch.export``: ``torch.export.export(model, args)`` alone, the capture torch.onnx
+  and pt2onnx's fallback build on (no file);
+- ``dynamo``: ``torch.onnx.export(model, args, "model.onnx", dynamo=True)``.
+
+Issue 41's bound: pt2onnx's peak above the eager pass is at most the torch.export
+path's plus 5% of the weights; the ``bound`` column says whether it holds.
+
+    python benchmarks/memory_table.py                       # the six models below
+    python benchmarks/memory_table.py --models vit_large_patch16_224 swin_t
+    python benchmarks/memory_table.py --exporters pt2onnx,torch.export
+
+Before a model, the free memory (``MemAvailable``) must hold about 2.5 times its
+weights (the model, the eager pass and the export); otherwise the row is
+skipped and says so. This is a benchmark, not a test: nothing passes or fails here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+GiB = 2**30
+EXPORTERS = ("pt2onnx", "torch.export", "dynamo")
+# name: input (C, H, W) or None for the model's default (timm's pretrained_cfg).
+MODELS: dict[str, tuple[int, int, int] | None] = {
+    "vit_giant_patch14_reg1_tipsv2": (3, 448, 448),
+    "vit_giant_patch14_dinov2": None,  # 518
+    "eva_giant_patch14_224": None,
+    "vit_giant_patch16_sapiens2": None,  # 1024 x 768
+    "vit_large_patch16_224": None,
+    "swin_t": (3, 224, 224),
+}
+# Weights (GB, float32) to size the free-memory check before building a model.
+SIZES = {"vit_giant_patch14_reg1_tipsv2": 4.6, "vit_giant_patch14_dinov2": 4.6,
+         "eva_giant_patch14_224": 4.1, "vit_giant_patch16_sapiens2": 5.8,
+         "vit_large_patch16_224": 1.2, "swin_t": 0.1}
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _available() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _build(name: str) -> tuple[Any, tuple[Any, ...]]:
+    import torch
+
+    torch.manual_seed(0)
+    if name == "swin_t":
+        import torchvision
+
+        model = torchvision.models.swin_t(weights=None).eval()
+        return model, (torch.randn(1, *MODELS[name] or (3, 224, 224)),)
+    import timm
+
+    model = timm.create_model(name, pretrained=False).eval()
+    shape = MODELS[name] or tuple(model.pretrained_cfg["input_size"])
+    return model, (torch.randn(1, *shape),)
+
+
+def _export(exporter: str, model: Any, args: tuple[Any, ...], out: Path) -> None:
+    import torch
+
+    if exporter == "pt2onnx":
+        import pt2onnx
+
+        pt2onnx.export(model, args, out / "model.onnx")
+    elif exporter == "torch.export":
+        torch.export.export(model, args)
+    elif exporter == "dynamo":
+        torch.onnx.export(model, args, out / "model.onnx", dynamo=True)
+    else:
+        raise SystemExit(f"unknown exporter {exporter!r}")
+
+
+def _load_exporters() -> None:
+    """Every exporter's code, loaded before the baseline: the figures are the export's
+    data, not its modules (pt2onnx defers its imports to the first export)."""
+    os.environ["PT2ONNX_EAGER_IMPORTS"] = "1"
+    import onnx  # noqa: F401
+    import onnx_ir  # noqa: F401
+    import onnxscript  # noqa: F401
+    import torch._dynamo
+    import torch.export
+    import torch.onnx._internal.exporter._core  # noqa: F401
+
+    import pt2onnx
+    from pt2onnx.translate import REGISTRY
+
+    REGISTRY.load_builtins()
+    pt2onnx.export  # noqa: B018  (the facade's deferred names)
+
+
+def _stage_probe() -> Any:
+    """Per pt2onnx stage: RSS at its start and end, and its own peak (VmHWM reset at each
+    start), relative to the baseline; ``--stages`` prints them."""
+    from pt2onnx.report import on_stage
+
+    seen: list[tuple[str, str, int, int]] = []
+
+    def probe(stage: str, seconds: float | None) -> None:
+        if seconds is None:
+            seen.append((stage, "start", _status("VmRSS"), 0))
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        else:
+            seen.append((stage, "end", _status("VmRSS"), _status("VmHWM")))
+
+    return seen, on_stage(probe)
+
+
+def worker(name: str, exporter: str, out: Path, stages: bool = False) -> dict[str, Any]:
+    import contextlib
+    import warnings
+
+    import torch
+
+    _load_exporters()
+    warnings.simplefilter("ignore")
+    model, args = _build(name)
+    weights = sum(t.numel() * t.element_size()
+                  for t in [*model.parameters(), *model.buffers()])
+    start = time.perf_counter()
+    with torch.no_grad():
+        model(*args)
+    eager_s = time.perf_counter() - start
+    baseline = _status("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS
+    seen, probe = _stage_probe() if stages else ([], contextlib.nullcontext())
+    start = time.perf_counter()
+    try:
+        with probe:
+            _export(exporter, model, args, out)
+    except BaseException as exc:
+        text = str(exc).strip().splitlines()
+        return {"ok": False, "error": f"{type(exc).__name__}: {text[0][:160] if text else ''}"}
+    seconds = time.perf_counter() - start
+    return {"ok": True, "weights": weights, "baseline": baseline, "peak": _status("VmHWM"),
+            "seconds": seconds, "eager_s": eager_s, "input": list(args[0].shape),
+            "after": _status("VmRSS"), "stages": [
+                (st, at, (rss - baseline) / GiB, (hwm - baseline) / GiB if hwm else None)
+                for st, at, rss, hwm in seen]}
+
+
+def _run(name: str, exporter: str) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="pt2onnx-memory-") as tmp:
+        proc = subprocess.run([sys.executable, __file__, "--worker", name, exporter, tmp],
+                              capture_output=True, text=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        return {"ok": False, "error": f"exit {proc.returncode}: {tail[:160]}"}
+    return dict(json.loads(lines[-1]))
+
+
+def _cell(r: dict[str, Any] | None) -> str:
+    if r is None:
+        return "-"
+    if not r["ok"]:
+        return f"failed ({r['error']})"
+    above = r["peak"] - r["baseline"]
+    return f"{above / GiB:.2f} GiB ({above / r['weights']:.2f}, {r['seconds']:.0f} s)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--exporters", default=",".join(EXPORTERS))
+    parser.add_argument("--worker", nargs=3, metavar=("MODEL", "EXPORTER", "OUT"))
+    parser.add_argument("--stages", action="store_true",
+                        help="with --worker: RSS at each pt2onnx stage (resets the peak)")
+    args = parser.parse_args()
+    if args.worker:
+        name, exporter, out = args.worker
+        print(json.dumps(worker(name, exporter, Path(out), args.stages)), flush=True)
+        return 0
+    import torch
+
+    exporters = args.exporters.split(",")
+    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; peak RSS above the eager "
+          "pass (VmHWM - VmRSS after one eager forward), as GiB (/ weights, export time); "
+          "one fresh process per cell")
+    print("\n| model | input | weights | eager baseline RSS | "
+          + " | ".join(exporters) + " | pt2onnx - torch.export | bound |")
+    print("|---|---|---|---|" + "---|" * len(exporters) + "---|---|")
+    for name in args.models:
+        need = 2.5 * SIZES.get(name, 2.0) * 1e9
+        if _available() < need:
+            print(f"| {name} | skipped: {_available() / GiB:.1f} GiB available, about "
+                  f"{need / GiB:.1f} GiB needed |", flush=True)
+            continue
+        rows = {e: _run(name, e) for e in exporters}
+        first = next((r for r in rows.values() if r["ok"]), None)
+        if first is None:
+            print(f"| {name} | " + " | ".join(_cell(r) for r in rows.values()) + " |")
+            continue
+        weights = first["weights"]
+        mine, ref = rows.get("pt2onnx"), rows.get("torch.export")
+        gap = bound = "-"
+        if mine and ref and mine["ok"] and ref["ok"]:
+            diff = (mine["peak"] - mine["baseline"]) - (ref["peak"] - ref["baseline"])
+            gap = f"{diff / GiB:+.2f} GiB ({diff / weights:+.3f})"
+            bound = "holds" if diff <= 0.05 * weights else "exceeded"
+        print(f"| {name} | {'x'.join(map(str, first['input'][1:]))} | "
+              f"{weights / GiB:.2f} GiB | {first['baseline'] / GiB:.2f} GiB | "
+              + " | ".join(_cell(rows[e]) for e in exporters) + f" | {gap} | {bound} |",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The heap pages a recording's freed tensors leave behind, given back as it runs.
+
+A recording frees each intermediate tensor as soon as the model drops it, as an eager
+run does, but its resident set grew far past an eager run's (issue 41: a 1.1 B
+parameter Sapiens2 at 1024x768 held 12.8 GiB more after its recording than after an
+eager forward, with no tensor alive). The memory sat in glibc's free lists: an eager
+forward has already raised glibc's mmap threshold (to the size of its largest freed
+activation), so the recording's activations come from the heap, and the graph's own
+small objects, allocated between them, split the freed blocks, so each new activation
+takes fresh pages. ``malloc_trim(0)`` hands the free pages of the whole heap back
+(``MADV_DONTNEED``); it runs each time the recording's fresh outputs pass ``EVERY``
+bytes, and once at its end. Elsewhere than glibc there is no such call and this does
+nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from typing import Any
+
+import torch
+
+# Bytes of fresh outputs between two trims: the resident set stays within about this
+# much of what is alive. A trim of a fragmented heap costs a few milliseconds.
+EVERY = 256 << 20
+
+
+def _malloc_trim() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def trim() -> None:
+    """The heap's free pages back to the operating system (glibc only)."""
+    if _TRIM is not None:
+        _TRIM(0)
+
+
+class Trimmer:
+    """Counts the bytes of the tensors a recording makes and trims past ``every``."""
+
+    def __init__(self, every: int | None = None) -> None:
+        self.every = EVERY if every is None else every
+        self.pending = 0
+        self.trims = 0
+
+    def made(self, out: Any) -> None:
+        """``out`` (an op's result) was just allocated; views and scalars count nothing."""
+        if isinstance(out, torch.Tensor):
+            if out._base is None and out.device.type == "cpu":
+                self.pending += out.numel() * out.element_size()
+        elif isinstance(out, (tuple, list)):
+            for item in out:
+                self.made(item)
+        if self.pending >= self.every:
+            self.done()
+
+    def done(self) -> None:
+        self.pending = 0
+        if _TRIM is not None:
+            self.trims += 1
+            _TRIM(0)

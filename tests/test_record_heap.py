@@ -1,0 +1,77 @@
+"""The recording frees what no later step reads (issue 41): intermediates die as the
+model drops them, and the heap pages they leave are handed back as the run goes
+(``capture/_heap.py``). Structural checks, not resident-set thresholds."""
+
+from __future__ import annotations
+
+import platform
+import weakref
+
+import pytest
+import torch
+from torch import nn
+
+from pt2onnx.capture import _heap
+from pt2onnx.capture._capture import _try_record
+
+
+class Chain(nn.Module):
+    """Eight 1 MiB intermediates, each dropped by the next step; keeps weak refs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(512, 512))
+        self.seen: list[weakref.ref[torch.Tensor]] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(8):
+            x = torch.tanh(x * self.scale)
+            self.seen.append(weakref.ref(x))
+        return x.sum(dim=0)
+
+
+class Reads(Chain):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = super().forward(x)
+        if y.sum() > 0:  # data-dependent: the recording gives up here
+            return y
+        return -y
+
+
+@pytest.fixture
+def trims(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    monkeypatch.setattr(_heap, "_TRIM", lambda pad: calls.append(pad))
+    monkeypatch.setattr(_heap, "EVERY", 3 << 20)
+    return calls
+
+
+def test_a_recording_holds_no_intermediate_and_trims_as_it_goes(trims: list[int]) -> None:
+    model = Chain().eval()
+    captured = _try_record(model, (torch.randn(512, 512),), {}, lambda op: False)
+    assert not isinstance(captured, str), captured
+    assert len(model.seen) == 8
+    assert all(ref() is None for ref in model.seen[:-1])  # only the output's input lives
+    # 8 MiB of mul and 8 of tanh outputs, a trim each 3 MiB, and one at the end.
+    assert len(trims) >= 5 and trims[-1] == 0
+
+
+def test_a_recording_given_up_still_trims(trims: list[int]) -> None:
+    why = _try_record(Reads().eval(), (torch.randn(512, 512),), {}, lambda op: False)
+    assert isinstance(why, str) and "data-dependent" in why
+    assert trims  # the finally: its pages go back before torch.export runs
+
+
+def test_views_and_scalars_count_nothing() -> None:
+    heap = _heap.Trimmer(every=1 << 40)
+    x = torch.zeros(1024)
+    heap.made((x.view(32, 32), 3, None))
+    assert heap.pending == 0
+    heap.made([x, x[:10]])
+    assert heap.pending == 4096
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+                    reason="malloc_trim is glibc's")
+def test_glibc_has_malloc_trim() -> None:
+    assert _heap._TRIM is not None
