@@ -287,6 +287,14 @@ def _capture_declared(
                 ep = _dynamic._export(module, args, kwargs, None, strict)
                 return CaptureResult(ep, f"torch.export(strict={strict})", errors)
             refined = _refine.export_refined(module, args, kwargs, dynamic_shapes, strict)
+            if not strict and any(" bounded to at most " in n for n in refined.notes):
+                # Bounded from above where a guard stops holding: the strict capture may
+                # keep the size symbolic there (``x[..., :-ceil(t / 4)]`` is empty, not
+                # an error, past the bound) and is general.
+                with contextlib.suppress(Exception):
+                    other = _refine.export_refined(module, args, kwargs, dynamic_shapes, True)
+                    if not any(" bounded to at most " in n for n in other.notes):
+                        refined, strict = other, True
         except CaptureError as exc:
             if strict or fixed is not None or not _int_of_size(str(exc)):
                 raise (fixed or exc) from None

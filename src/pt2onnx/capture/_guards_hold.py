@@ -17,9 +17,10 @@ implied.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -35,6 +36,19 @@ from pt2onnx.capture._dynamic import (
 )
 
 EXHAUSTIVE = 1 << 16
+# Whether a guard that stops holding above some size may bound the dim from above: off
+# for the first try of a capture, on for its last resort (``_refine.export_refined``).
+_FROM_ABOVE = [True]
+
+
+@contextlib.contextmanager
+def bounds_from_above(allowed: bool) -> Iterator[None]:
+    saved = _FROM_ABOVE[0]
+    _FROM_ABOVE[0] = allowed
+    try:
+        yield
+    finally:
+        _FROM_ABOVE[0] = saved
 # At most this many sizes inside a range where a guard fails, each checked by running the
 # file there, before the guard counts as one that narrows or fixes the dim.
 HOLES = 2
@@ -246,7 +260,7 @@ def as_dynamic(spec: Any, names: set[str], minima: dict[str, int] | None = None,
 
 def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
                           spec: Any, strict: bool, text: str, declared: list[DeclaredAxis],
-                          log: GuardLog, mode: Any) -> Refined | None:
+                          log: GuardLog, mode: Any, partial: bool = True) -> Refined | None:
     """The capture with ``Dim.DYNAMIC`` for the Dims whose violated guards torch.export
     could not prove but that hold over the Dim's range (``_guards_hold``); None when
     that is not so, and the violation stands."""
@@ -275,7 +289,11 @@ def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs
     for a in declared:
         if a.name is not None:
             examples[a.name] = min(examples.get(a.name, a.size), a.size)
-    verdict = guards_hold(text, sources, ranges, logged, minima, holes, maxima, examples)
+    # ``partial``: holes and a bound from above are allowed (not where torch.export
+    # suggested fixes of its own, which come first); a bound from above only where the
+    # capture found no general graph without one (``bounds_from_above``).
+    verdict = guards_hold(text, sources, ranges, logged, minima, holes if partial else None,
+                          maxima if partial and _FROM_ABOVE[0] else None, examples)
     if verdict is None:
         return None
     names, notes = verdict

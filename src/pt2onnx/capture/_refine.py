@@ -28,7 +28,7 @@ from pt2onnx.capture._dynamic import (
     is_constraint_violation,
     suggested_fixes,
 )
-from pt2onnx.errors import CaptureError
+from pt2onnx.errors import CaptureError, InvalidInputError
 
 # How many captures apply torch.export's suggested relations, each adding what the last
 # one stated.
@@ -46,7 +46,22 @@ def export_refined(
     strict: bool,
 ) -> Refined:
     """torch.export with ``spec``, size-obliviously; on a constraint violation, apply
-    torch.export's suggested bounds and relations and try once more."""
+    torch.export's suggested bounds and relations and try once more. A dim is bounded
+    from above where a guard stops holding only when no capture is found without that."""
+    with _guards_hold_module().bounds_from_above(False):
+        try:
+            return _export_refined_all(module, args, kwargs, spec, strict)
+        except InvalidInputError:
+            raise
+        except Exception:  # a violation, or a refusal: the last resort below decides
+            pass
+    return _export_refined_all(module, args, kwargs, spec, strict)
+
+
+def _export_refined_all(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+    strict: bool,
+) -> Refined:
     inputs = bound_inputs(module, args, kwargs)
     declared = declared_axes(inputs, spec)
     _check_ranges(declared)
@@ -151,7 +166,7 @@ def _export_refined(
     # A guard torch.export suggests no fix for (``b - round(b / 2) >= 0``) may still
     # hold over the whole range: evaluated before giving up.
     held = _guards_hold_module().export_if_guards_hold(
-        module, args, kwargs, spec, strict, text, declared, log, mode)
+        module, args, kwargs, spec, strict, text, declared, log, mode, partial=not fixes)
     if held is not None:
         return held
     if not fixes:
