@@ -89,7 +89,12 @@ def _gqa_nodes(proto):
 # -- the op against onnxruntime (fast) ------------------------------------------
 
 class _Gqa(torch.nn.Module):
+    # It calls pt2onnx::gqa in eager before anything has exported; the op is defined where
+    # its rule is, and the built-in rules load on first use.
     def __init__(self, heads, kv_heads, scale, window, softcap, tables=None):
+        from pt2onnx.rules import gqa
+
+        gqa.define_ops()
         super().__init__()
         self.args = (heads, kv_heads, scale, window, softcap)
         self.tables = tables
