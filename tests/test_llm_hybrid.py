@@ -11,7 +11,8 @@ save_pretrained and exported; then
   the graph holds) over random states and a past: batch 1 and 2, one token, several,
   more than one 64-token chunk, and an empty past;
 - onnxruntime-genai's own loop generates transformers' greedy tokens, batch 1 and 2,
-  and from a ``Qwen3_5ForConditionalGeneration`` checkpoint (its text decoder).
+  from a ``Qwen3_5ForConditionalGeneration`` checkpoint (its text decoder), and for
+  Qwen3.5-MoE.
 
 The genai cases need onnxruntime-genai (the ``llm`` extra; ``make test-llm``).
 """
@@ -153,4 +154,23 @@ def test_qwen3_5_conditional_generation_checkpoint_exports_its_text_decoder(tmp_
     model.save_pretrained(tmp_path / "ckpt")
     result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
     assert result.genai_config["model"]["type"] == "qwen3_5_text"
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+@pytest.mark.models
+def test_qwen3_5_moe_generates_transformers_greedy_tokens_in_genai(tmp_path):
+    """Qwen3.5-MoE: the same states beside 4 experts (top-2) and a shared expert; genai
+    type qwen3_5_moe_text, as the builder's."""
+    _genai()
+    torch.manual_seed(2)
+    text = {k: v for k, v in TEXT.items() if k != "intermediate_size"}
+    config = transformers.Qwen3_5MoeTextConfig(
+        moe_intermediate_size=16, shared_expert_intermediate_size=16, num_experts=4,
+        num_experts_per_tok=2, **text)
+    model = _vary(transformers.Qwen3_5MoeForCausalLM(config)).eval()
+    model.save_pretrained(tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    assert result.genai_config["model"]["type"] == "qwen3_5_moe_text"
+    assert result.genai_config["model"]["decoder"]["inputs"]["past_recurrent_names"] \
+        == "past.%d.recurrent"
     assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
