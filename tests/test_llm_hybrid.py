@@ -10,8 +10,8 @@ save_pretrained and exported; then
 - a step equals eager transformers (its own chunked and recurrent forms, not the scan
   the graph holds) over random states and a past: batch 1 and 2, one token, several,
   more than one 64-token chunk, and an empty past;
-- onnxruntime-genai's own loop generates transformers' greedy tokens, batch 1 and 2,
-  from a ``Qwen3_5ForConditionalGeneration`` checkpoint (its text decoder), and for
+- onnxruntime-genai's own loop generates transformers' greedy tokens, batch 1 and 2 (a
+  left-padded prompt too), from a ``Qwen3_5ForConditionalGeneration`` checkpoint (its text decoder), and for
   Qwen3.5-MoE.
 
 The genai cases need onnxruntime-genai (the ``llm`` extra; ``make test-llm``).
@@ -32,6 +32,7 @@ if not hasattr(transformers, "Qwen3_5TextConfig"):
     pytest.skip("this transformers has no Qwen3.5", allow_module_level=True)
 
 from test_export_llm import (  # noqa: E402
+    NEW_TOKENS,
     PROMPT,
     T,
     _genai,
@@ -138,6 +139,14 @@ def test_qwen3_5_states_in_genais_layout_step_equals_eager_and_tokens_equal(tmp_
     assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
     prompts = [PROMPT, [1, 40, 41, 42, 43, 44]]
     assert _genai_tokens(tmp_path / "onnx", prompts) == _reference(model, prompts)
+    # A shorter prompt left-padded with the pad token (0): genai masks it, and the
+    # linear-attention layers zero the padded positions' inputs as transformers' do.
+    padded = [PROMPT, [0, 0, 0, 1, 40, 41]]
+    ids = torch.tensor(padded)
+    with torch.no_grad():
+        want = model.generate(ids, attention_mask=(ids != 0).long(), do_sample=False,
+                              max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS)
+    assert _genai_tokens(tmp_path / "onnx", padded) == want.tolist()
 
 
 @pytest.mark.models
