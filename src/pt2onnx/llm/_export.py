@@ -587,7 +587,7 @@ def _name_total_dims(model: ir.Model, prefix: str = "present.") -> None:
     total_sequence_length, the attention mask's."""
     for value in model.graph.outputs:
         if value.name and value.name.startswith(prefix) and value.shape is not None \
-                and not value.name.endswith(".conv"):
+                and not value.name.endswith((".conv", ".recurrent")):
             dims = list(value.shape)
             dims[2] = ir.SymbolicDim(_wrapper.TOTAL)
             value.shape = ir.Shape(dims)

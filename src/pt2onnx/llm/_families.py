@@ -29,6 +29,12 @@ GENAI_TYPES = {
     "falcon": "decoder",
     "gptj": "decoder",
     "lfm2": "lfm2",  # convolution states beside the key/values (see _hybrid)
+    # Qwen3.5's text decoder: convolution and recurrent states (see _hybrid, _delta); a
+    # Qwen3_5ForConditionalGeneration checkpoint ("qwen3_5") loads as its text decoder.
+    "qwen3_5_text": "qwen3_5_text",
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe_text": "qwen3_5_moe_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
     # Families onnxruntime-genai's model builder also writes (issue 40), tested here as
     # the generic decoder.
     "ernie4_5": "decoder",
@@ -70,16 +76,21 @@ class Layout:
     context_length: int
     uses_position_ids: bool
     known: bool
-    # Hybrid families (LFM2): each layer's kind ("conv" or "full_attention"), the
-    # convolution state's channels and length; empty for a key/value-only decoder.
+    # Hybrid families (LFM2, Qwen3.5): each layer's kind ("conv", "linear_attention" or
+    # "full_attention"), the convolution state's channels and length, and the linear
+    # attention's recurrent state's shape past the batch (value heads, key and value head
+    # sizes); empty for a key/value-only decoder.
     layer_kinds: tuple[str, ...] = ()
     conv_channels: int = 0
     conv_cache: int = 0
+    recurrent_shape: tuple[int, ...] = ()
 
 
 # Hybrid families export-llm lays out as onnxruntime-genai's builder does: model_type ->
 # the state-holding layer kinds it writes (see _hybrid).
-HYBRID_KINDS = {"lfm2": frozenset({"conv"})}
+HYBRID_KINDS = {"lfm2": frozenset({"conv"}),
+                **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
+                                frozenset({"linear_attention"}))}
 
 # Words in a config's per-layer kinds (``layer_types``) that name a layer whose cache
 # state is not keys and values: LFM2's "conv", Granite 4.0's "mamba", Qwen3-Next's and

@@ -12,6 +12,15 @@ The wrapper puts the states into the transformers cache the model builds from it
 config, with each convolution layer set to record its past, which makes the model
 concatenate the state and the new inputs and convolve them (the same path for one new
 token as for many, and no in-place update), and returns the last ``L - 1`` columns.
+
+Qwen3.5's linear-attention layers ``j`` (gated delta rule) hold two states, as genai's
+builder writes them: ``past.{j}.conv`` / ``present.{j}.conv`` ``[batch_size, conv_dim,
+L - 1]`` (the depthwise convolution over the packed q/k/v projection, ``conv_dim = 2 *
+key heads * key head size + value heads * value head size``) and ``past.{j}.recurrent``
+/ ``present.{j}.recurrent`` ``[batch_size, value heads, key head size, value head
+size]``; ``genai_config.json`` names them (``past_recurrent_names``,
+``present_recurrent_names`` beside the conv names) and genai finds the layers from the
+names. The recurrence runs as one scan over the tokens (see ``_delta``).
 """
 
 from __future__ import annotations
@@ -20,10 +29,13 @@ from typing import Any
 
 import torch
 
-from pt2onnx.llm import _families
+from pt2onnx.llm import _delta, _families
 from pt2onnx.llm._families import Layout
 
 CONV = "conv"
+LINEAR = "linear_attention"
+# The states each kind of layer holds, in the order the graph takes them.
+_STATES = {CONV: ("conv",), LINEAR: ("conv", "recurrent")}
 
 
 def is_hybrid(model_type: str) -> bool:
@@ -31,14 +43,20 @@ def is_hybrid(model_type: str) -> bool:
 
 
 def layout(model: torch.nn.Module, config: Any, model_type: str) -> Layout:
-    """The layout read from the config (LFM2's states all have the config's sizes)."""
+    """The layout read from the config (the states all have the config's sizes)."""
     import inspect
 
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     kinds = tuple(str(k) for k in text.layer_types)
     heads = int(text.num_attention_heads)
     hidden = int(text.hidden_size)
-    width = int(text.conv_L_cache)
+    if LINEAR in kinds:
+        key, value = int(text.linear_key_head_dim), int(text.linear_value_head_dim)
+        k_heads, v_heads = int(text.linear_num_key_heads), int(text.linear_num_value_heads)
+        channels, width = 2 * k_heads * key + v_heads * value, int(text.linear_conv_kernel_dim)
+        recurrent: tuple[int, ...] = (v_heads, key, value)
+    else:
+        channels, width, recurrent = hidden, int(text.conv_L_cache), ()
     return Layout(
         model_type=model_type, genai_type=_families.GENAI_TYPES.get(model_type, model_type),
         num_layers=len(kinds), num_kv_heads=int(text.num_key_value_heads),
@@ -46,15 +64,16 @@ def layout(model: torch.nn.Module, config: Any, model_type: str) -> Layout:
         num_attention_heads=heads, hidden_size=hidden, vocab_size=int(text.vocab_size),
         context_length=_families.context_length(text),
         uses_position_ids="position_ids" in inspect.signature(model.forward).parameters,
-        known=True, layer_kinds=kinds, conv_channels=hidden, conv_cache=width - 1)
+        known=True, layer_kinds=kinds, conv_channels=channels, conv_cache=width - 1,
+        recurrent_shape=recurrent)
 
 
 def state_names(layout: Layout, past: bool) -> list[str]:
     """The state inputs (``past``) or outputs, in layer order."""
     names: list[str] = []
     for i, kind in enumerate(layout.layer_kinds):
-        if kind == CONV:
-            names.append(f"past.{i}.conv" if past else f"present.{i}.conv")
+        if kind in _STATES:
+            names += [f"past.{i}.{s}" if past else f"present.{i}.{s}" for s in _STATES[kind]]
         else:
             stem = f"past_key_values.{i}" if past else f"present.{i}"
             names += [f"{stem}.key", f"{stem}.value"]
@@ -64,15 +83,18 @@ def state_names(layout: Layout, past: bool) -> list[str]:
 def state_dims(layout: Layout, batch: Any, past: Any) -> list[dict[int, Any]]:
     dims: list[dict[int, Any]] = []
     for kind in layout.layer_kinds:
-        dims += [{0: batch}] if kind == CONV else [{0: batch, 2: past}] * 2
+        dims += [{0: batch}] * len(_STATES[kind]) if kind in _STATES \
+            else [{0: batch, 2: past}] * 2
     return dims
 
 
 def state_example(layout: Layout, dtype: torch.dtype, past: int) -> list[torch.Tensor]:
     out: list[torch.Tensor] = []
     for kind in layout.layer_kinds:
-        if kind == CONV:
+        if kind in _STATES:
             out.append(torch.randn(1, layout.conv_channels, layout.conv_cache, dtype=dtype))
+            if kind == LINEAR:
+                out.append(torch.randn(1, *layout.recurrent_shape, dtype=dtype) * 0.1)
         else:
             out += [torch.randn(1, layout.num_kv_heads, past, layout.head_size, dtype=dtype)
                     for _ in range(2)]
@@ -81,9 +103,15 @@ def state_example(layout: Layout, dtype: torch.dtype, past: int) -> list[torch.T
 
 def genai_fields(layout: Layout, inputs: dict[str, Any], outputs: dict[str, Any],
                  decoder: dict[str, Any]) -> None:
-    """The builder's genai_config.json entries for the convolution states."""
+    """The builder's genai_config.json entries for the states: LFM2's convolution
+    states with the per-layer kinds and the state's length; Qwen3.5's convolution and
+    recurrent states by their names only (genai finds the layers from them)."""
     inputs["past_conv_names"] = "past.%d.conv"
     outputs["present_conv_names"] = "present.%d.conv"
+    if LINEAR in layout.layer_kinds:
+        inputs["past_recurrent_names"] = "past.%d.recurrent"
+        outputs["present_recurrent_names"] = "present.%d.recurrent"
+        return
     decoder["layer_types"] = list(layout.layer_kinds)
     decoder["conv_cache_size"] = layout.conv_cache
 
@@ -106,14 +134,17 @@ class HybridDecoderWithCache(torch.nn.Module):
     def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              past: list[torch.Tensor], **extra: torch.Tensor) -> tuple[torch.Tensor, ...]:
         cache = self._cache(list(past))
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                         **{_families.cache_keyword(self.model): cache}, use_cache=True,
-                         **extra)
+        with _delta.replaced(self.model):
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                             **{_families.cache_keyword(self.model): cache}, use_cache=True,
+                             **extra)
         result: list[torch.Tensor] = [out.logits]
         for i, kind in enumerate(self.kinds):
             layer: Any = cache.layers[i]
-            if kind == CONV:
+            if kind in _STATES:
                 result.append(layer.conv_states[0][..., -self.conv_cache:])
+                if kind == LINEAR:
+                    result.append(layer.recurrent_states[0])
             else:
                 result += [layer.keys, layer.values]
         return tuple(result)
@@ -126,7 +157,7 @@ class HybridDecoderWithCache(torch.nn.Module):
         it = iter(states)
         for i, kind in enumerate(self.kinds):
             layer: Any = cache.layers[i]
-            if kind == CONV:
+            if kind in _STATES:
                 state = next(it)
                 # Recording its past, the layer concatenates the state and the new inputs
                 # (for one token too) and keeps the whole; the width is the kernel's.
@@ -136,6 +167,11 @@ class HybridDecoderWithCache(torch.nn.Module):
                 layer.conv_kernel_size[0] = self.conv_cache + 1
                 layer.is_conv_states_initialized[0] = True
                 layer.has_previous_state[0] = True
+                if kind == LINEAR:
+                    # The layer copies the new state into this tensor: a copy of the
+                    # input, which stays unchanged.
+                    layer.recurrent_states[0] = next(it).clone()
+                    layer.is_recurrent_states_initialized[0] = True
             else:
                 cache.update(next(it), next(it), i)
         return cache
