@@ -172,3 +172,21 @@ def test_a_dim_the_model_runs_only_at_is_written_static_with_a_warning(tmp_path)
     assert f.exists()
     assert [d for d in prog.model.graph.inputs[0].shape] == [2, 3]
     assert prog.verify(X).ok
+
+
+class _Broadcasts(nn.Module):
+    def forward(self, x, y):
+        return x * y
+
+
+def test_a_dim_that_broadcasts_is_not_taken_as_running_at_one_size_only():
+    """``x * y`` with y's C at 1 and x's B at 6: eager raises at C = 2, 3, ... but runs at
+    C = 6. The probe that decides "the model runs only at C=1" (and writes C static) tries
+    the other declared dims' sizes too (fuzz seed 4111, program 508: the file was written
+    with C static and onnxruntime refused C = 6)."""
+    from pt2onnx.capture._fixed_dims import probe
+
+    args = (torch.randn(6, 2), torch.randn(1, 2))
+    spec = ({0: Dim("B", min=4, max=64)}, {0: Dim("C", min=1, max=64)})
+    verdict = probe(_Broadcasts(), args, {}, spec, [("C", 1)])
+    assert "C" not in verdict.static, verdict.notes

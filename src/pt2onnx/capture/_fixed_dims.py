@@ -17,7 +17,8 @@ different answers:
 Anything else (eager runs and returns the same structure) keeps the refusal as it was:
 the model reads the size in a way torch.export specialises.
 
-The probe sizes are 1, 2, and the example's size k as k - 1, k + 1, 2k, 2k + 1 and 3k;
+The probe sizes are 1, 2, the example's size k as k - 1, k + 1, 2k, 2k + 1 and 3k, and
+the other declared dims' sizes (a dim broadcasting against another runs at 1 and there);
 a dim is taken as fixed by the model only where eager raises at every one of them
 (``view(4, -1)`` of a batch of 4 and 6 columns runs at 2 and 8: that refusal stays).
 """
@@ -98,9 +99,18 @@ def probe(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
         reference = _structure(_run(module, args, kwargs))
     except Exception:
         return verdict
+    from pt2onnx.capture._dynamic import bound_inputs, declared_axes
+
+    try:
+        declared = declared_axes(bound_inputs(module, args, kwargs), spec)
+    except Exception:
+        declared = []
     for name, size in fixed:
-        sizes = sorted({s for s in (1, 2, size - 1, size + 1, 2 * size, 2 * size + 1, 3 * size)
-                        if s >= 1 and s != size})
+        # The other declared dims' sizes too: a dim that broadcasts against another (C
+        # against B in ``x6 + x5``) runs at 1 and at B's size, and nowhere else.
+        tied = {a.size for a in declared if a.name is not None and a.name != name}
+        sizes = sorted({s for s in (1, 2, size - 1, size + 1, 2 * size, 2 * size + 1, 3 * size,
+                                    *tied) if s >= 1 and s != size})
         refused: list[str] = []
         ran = False
         for other in sizes:
