@@ -290,7 +290,8 @@ def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs
         if a.name is not None:
             examples[a.name] = min(examples.get(a.name, a.size), a.size)
     # ``partial``: holes and a bound from above are allowed (not where torch.export
-    # suggested fixes of its own, which come first); a bound from above only where the
+    # suggested a bound or a relation of its own, which comes first; a fix to one size
+    # comes last); a bound from above only where the
     # capture found no general graph without one (``bounds_from_above``).
     verdict = guards_hold(text, sources, ranges, logged, minima, holes if partial else None,
                           maxima if partial and _FROM_ABOVE[0] else None, examples)

@@ -166,7 +166,8 @@ def _export_refined(
     # A guard torch.export suggests no fix for (``b - round(b / 2) >= 0``) may still
     # hold over the whole range: evaluated before giving up.
     held = _guards_hold_module().export_if_guards_hold(
-        module, args, kwargs, spec, strict, text, declared, log, mode, partial=not fixes)
+        module, args, kwargs, spec, strict, text, declared, log, mode,
+        partial=all(re.fullmatch(r"-?\d+", fix) for _, fix in fixes))
     if held is not None:
         return held
     if not fixes:
