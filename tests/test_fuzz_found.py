@@ -359,3 +359,22 @@ def test_diagonal_scatter_of_an_empty_plane_with_a_dynamic_dim(tmp_path: Path) -
     # program 3365): a Reshape to a shape read from a tensor now takes allowzero.
     export_dynamic_and_verify(_EmptyDiagonalScatter(), (torch.randn(5, 3, 0),), tmp_path,
                               {"x": {0: "b"}}, input_names=["x"])
+
+
+@pytest.mark.parametrize("name", ["tie_merge_every_one_611", "tie_merge_every_one_69"])
+def test_a_file_joined_at_a_tie_point_is_run_with_every_dim_at_one(name: str) -> None:
+    """Fuzz seed 4111, programs 611 and 69: two declared dims broadcast against each other
+    (a tie), the graph at ``B=1 (C=12)`` was joined under an ``If`` on B, and it held C
+    at 12: the file gave shape (4, 0, 12) where eager gives (4, 0, 1) with both dims at
+    1 (611), or failed in onnxruntime there (69). The joined file is now run with every
+    declared dim at 1, and refused where wrong (or, once the joined graph keeps C, it
+    must match: never a wrong file)."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" / f"{name}.py").read_text()
+    outcome = check_namespace(load(source), "pt2onnx")
+    assert outcome.cls == "ok" or (outcome.cls == "export_error" and outcome.typed), outcome

@@ -497,7 +497,48 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
             notes.append(f"{point.label}: outputs {other_rank} have a lower rank there than "
                          "the file declares (ONNX declares one rank per output); onnxruntime "
                          "warns and returns eager's shape")
+    if branched:
+        _check_every_one(prog, captured)
     return notes
+
+
+def _check_every_one(prog: Any, captured: Any) -> None:
+    """A file joined under an ``If`` on one dim is run with every declared dim at 1 too:
+    the graph for that side of 1 was captured with the other dims at the example's size
+    (a tie point, ``B=1 (C=12)``), and where it holds one of them there the joined file
+    is wrong with all of them at 1 (fuzz seed 4111, programs 69 and 611)."""
+    import copy
+
+    from pt2onnx.capture._resize import example_at
+
+    program = captured.program
+    symbols = list(root_symbols(program))
+    built = example_at(program, dict.fromkeys(symbols, 1)) if symbols else None
+    if built is None or not _declared_from_one(getattr(captured, "dynamic_shapes", None)):
+        return
+    try:
+        with torch.no_grad():
+            prog._module(*copy.deepcopy(built[0]), **copy.deepcopy(built[1]))
+    except Exception:  # the model itself does not run there
+        return
+    names = ", ".join(f"{s}=1" for s in symbols)
+    message = (f"the exported graph computes something else than the model where every "
+               f"declared dim is 1 ({names}): the graph for one side of 1, joined under an "
+               "If, holds another declared dim at the size it was captured at. pt2onnx "
+               "refuses rather than write a file wrong there.\nNext step: declare the "
+               "dims with min=2 if they are never 1 together, or make one of them static.")
+    wrong = _run(prog, Unproved("every dim at 1", built[0], built[1], message, symbols))
+    if wrong is not None:
+        raise SizeOneError(message + "\nRun there against eager PyTorch:\n" + wrong)
+
+
+def _declared_from_one(spec: Any) -> bool:
+    """Whether every Dim the user declared takes 1."""
+    import torch.utils._pytree as pytree
+
+    dims = [d for d in pytree.tree_leaves(spec, is_leaf=lambda x: hasattr(x, "min"))
+            if hasattr(d, "min")]
+    return bool(dims) and all(not isinstance(d.min, int) or d.min <= 1 for d in dims)
 
 
 def _write_message(step: _Step | None, label: str) -> str:
