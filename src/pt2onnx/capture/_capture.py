@@ -181,7 +181,8 @@ def _quiet_guard_errors() -> Iterator[None]:
     itself, so those logs are kept off the user's stderr while it tries."""
     import logging
 
-    loggers = [logging.getLogger(name) for name in ("torch._guards", "torch.export._trace")]
+    loggers = [logging.getLogger(name) for name in (
+        "torch._guards", "torch.export._trace", "torch._subclasses.fake_tensor")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)

@@ -320,15 +320,17 @@ def hole_points(refined: Refined, names: dict[Any, str]) -> list[Any]:
     """An ``Unproved`` point (capture/_size_one.py) at each hole of ``refined``: the file
     is run there against eager, and refused where it differs (no graph of its own can be
     chosen there). Raises CaptureError where a hole's inputs cannot be built."""
-    from pt2onnx.capture._resize import example_at
+    from pt2onnx.capture._resize import example_at, known_values
     from pt2onnx.capture._size_one import Unproved
     from pt2onnx.errors import CaptureError
 
+    known = known_values(refined.program)
     points = []
     for name, sizes in refined.holes.items():
         symbols = [s for s, n in names.items() if n == name and getattr(s, "is_Symbol", False)]
         for size in sizes:
-            built = example_at(refined.program, dict.fromkeys(symbols, size)) if symbols else None
+            built = example_at(refined.program, {**known, **dict.fromkeys(symbols, size)}
+                               ) if symbols else None
             if built is None:
                 raise CaptureError(
                     f"the dynamic shapes declare {name}, and the model holds a guard that "
@@ -426,17 +428,25 @@ def deferred_asserts(refined: Refined, names: dict[Any, str],
             notes.append(f"{name} bounded to [{bad[-1] + 1}, {hi if hi else 'inf'}]: the "
                          f"capture assumes {expr}, which fails at "
                          f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}")
-        elif module is not None and _eager_fails_at(
-                module, program, symbol, sorted(set(bad[:4] + bad[-2:]))):
+        elif bad == sizes:
+            raise CaptureError(
+                f"the dynamic shapes declare a dim that can only take one size in this "
+                f"model: {name} is fixed to {example} by the model (it was captured under "
+                f"the assumption {expr}, which fails at every other size of its range).\n"
+                f"Next step: make {name} static, or change the model so that it does not "
+                "depend on that size.")
+        elif module is not None and _eager_fails_at(module, program, symbol, bad[:4]):
             notes.append(f"dynamic dim {name}: the capture assumes {expr}, which fails at "
                          f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}, "
                          "where eager PyTorch fails too (the model's own precondition)")
         else:
-            raise CaptureError(
-                f"the dynamic shapes declare {name}, and the model was captured under the "
-                f"assumption {expr}, which fails at {name} = "
-                f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}: the "
-                "model computes something else there, and no single graph captured this "
-                f"way holds every size.\nNext step: declare {name}'s range so that it "
-                f"leaves those sizes out, or make {name} static.")
+            # torch 2.12 also emits guards that later releases prove (the parity of a
+            # CNN's image size): the file is run at the first sizes where it fails, and
+            # refused where it is wrong there.
+            sample = bad[:HOLES]
+            refined.holes[name] = sorted(set(refined.holes.get(name, [])) | set(sample))
+            notes.append(f"dynamic dim {name}: the capture assumes {expr}, which fails at "
+                         f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}; "
+                         f"the file was run at {', '.join(map(str, sample))} against eager "
+                         "PyTorch")
     return notes
