@@ -378,3 +378,19 @@ def test_a_file_joined_at_a_tie_point_is_run_with_every_dim_at_one(name: str) ->
     source = (Path(__file__).parent / "fuzz" / "found" / f"{name}.py").read_text()
     outcome = check_namespace(load(source), "pt2onnx")
     assert outcome.cls == "ok" or (outcome.cls == "export_error" and outcome.typed), outcome
+
+
+def test_a_bound_from_above_does_not_win_over_refilling_the_model_s_state() -> None:
+    """Fuzz seed 4111, program 2: a cache keyed by shape left at 63 by an earlier eager
+    call, and ``round(B / 24)`` as a repeat count. The capture on the stale state found a
+    general graph only with B bounded to at most 12; refilled at the example, it is
+    general (the snapshot before session 33 exported it so)."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" / "stale_cache_and_round_2.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls == "ok", outcome

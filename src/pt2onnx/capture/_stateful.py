@@ -67,16 +67,29 @@ def with_state_retries(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     refill above, then ``attempt()`` once more. The first error stands if that fails
     too; a note for the export report says what was done."""
     try:
-        return attempt()
+        bounded = attempt()
     except CaptureError as exc:
         refilled = refill_state(module, args, kwargs) if dynamic else []
         if not refilled:
             raise
-        first = exc
+        first: CaptureError | None = exc
+    else:
+        # Bounded from above (the last resort) where a stale state may be the cause:
+        # refilled, the capture may be general.
+        if not dynamic or not any(" at most " in r for r in getattr(bounded, "refinements", [])):
+            return bounded
+        refilled = refill_state(module, args, kwargs)
+        if not refilled:
+            return bounded
+        first = None
     try:
         result = attempt()
     except CaptureError:
+        if first is None:
+            return bounded
         raise first from None
+    if first is None and any(" at most " in r for r in getattr(result, "refinements", [])):
+        return bounded
     shown = ", ".join(refilled[:4]) + (", ..." if len(refilled) > 4 else "")
     notes.append(f"the model's state keyed by its input ({shown}) was left at another size "
                  "by an earlier eager call; one eager call at the example refilled it "
