@@ -254,3 +254,31 @@ def test_a_growing_cache_filled_at_the_example_exports_general():
     for batch in (1, 5, 6, 7, 40):
         x = torch.randn(batch, 3)
         np.testing.assert_allclose(prog.run(x)[0], _GrowingCache()(x).numpy(), rtol=1e-6)
+
+
+class _FailsInTrace(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, x.shape[1] + 1]  # out of range at every size: the trace raises
+
+
+def test_a_failed_capture_leaves_no_process_wide_hook() -> None:
+    """torch 2.12's non-strict trace left its global buffer-assignment hook installed
+    when the trace raised, and every later strict capture in the process failed on it
+    (fuzz seed 4111 program 2 was refused after another test's failed capture at size
+    1). A user's own global hook stays."""
+    from torch.nn.modules import module as torch_module
+
+    from pt2onnx import _compat
+
+    def user_hook(module: torch.nn.Module, name: str, buffer: object) -> object:
+        return buffer
+
+    handle = torch.nn.modules.module.register_module_buffer_registration_hook(user_hook)
+    try:
+        before = dict(torch_module._global_buffer_registration_hooks)
+        with pytest.raises(Exception, match="out of bounds|index"):
+            _compat.export(_FailsInTrace(), (torch.randn(2, 3),), None, None, strict=False)
+        assert torch_module._global_buffer_registration_hooks == before
+        assert user_hook in torch_module._global_buffer_registration_hooks.values()
+    finally:
+        handle.remove()

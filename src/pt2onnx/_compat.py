@@ -44,6 +44,35 @@ DEFERRED_GUARDS: bool = bool(_EXPORT_OPTIONS)
 META_DEVICE_EXPORT: bool = TORCH_VERSION >= (2, 13)
 
 
+_GLOBAL_HOOKS = ("_global_buffer_registration_hooks", "_global_module_registration_hooks",
+                 "_global_parameter_registration_hooks", "_global_forward_hooks",
+                 "_global_forward_pre_hooks", "_global_forward_hooks_always_called",
+                 "_global_forward_hooks_with_kwargs", "_global_backward_hooks",
+                 "_global_backward_pre_hooks")
+
+
+@contextlib.contextmanager
+def no_leaked_global_hooks() -> Iterator[None]:
+    """Removes the process-wide module hooks a capture added and left behind.
+
+    torch 2.12's non-strict trace registers a global buffer-assignment hook and removes
+    it only when the trace succeeds; a trace that raised (a model that fails at size 1,
+    say) left it installed, and every later strict capture in the process then failed on
+    it ("Attempted to call function marked as skipped"). A hook the user installed
+    before the export stays."""
+    from torch.nn.modules import module as _module
+
+    tables = [t for name in _GLOBAL_HOOKS
+              if isinstance(t := getattr(_module, name, None), dict)]
+    before = [set(t) for t in tables]
+    try:
+        yield
+    finally:
+        for table, keys in zip(tables, before):
+            for key in [k for k in table if k not in keys]:
+                del table[key]
+
+
 def export(
     model: torch.nn.Module,
     args: tuple[Any, ...],
@@ -68,7 +97,7 @@ def export(
         )
     buffer = io.StringIO()
     try:
-        with contextlib.redirect_stderr(buffer), whole_rnn_ops():
+        with contextlib.redirect_stderr(buffer), whole_rnn_ops(), no_leaked_global_hooks():
             return torch.export.export(
                 model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
                 **_EXPORT_OPTIONS,
