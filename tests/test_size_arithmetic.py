@@ -56,6 +56,13 @@ class IntOfProduct(torch.nn.Module):
         return x.narrow(1, 0, int(x.size(1) * 0.5)) + 1
 
 
+class MaxOfThree(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Non-strict torch.export compares for the three-argument max (t >= 5 on the
+        # example, so the time dim was narrowed to [5, inf)); dynamo keeps it symbolic.
+        return x * min(x.size(1), 5) / max(x.size(1), 5, 1)
+
+
 class SegmentLoop(torch.nn.Module):
     """Emformer's attention mask: one piece per segment, in a Python loop whose count
     is computed from the time dim."""
@@ -88,9 +95,9 @@ def _check(model: torch.nn.Module, prog: pt2onnx.OnnxProgram, sizes: list[tuple[
 
 
 @pytest.mark.parametrize("model", [IntHalf(), CeilSegments(), Mixed(), RoundNarrow(),
-                                   IntOfProduct()],
+                                   IntOfProduct(), MaxOfThree()],
                          ids=["int_true_division", "ceil_of_division", "floordiv_round_mod_max",
-                              "round_guard_without_a_fix", "int_of_a_product"])
+                              "round_guard_without_a_fix", "int_of_a_product", "max_of_three"])
 def test_size_arithmetic_is_computed_at_run_time(model: torch.nn.Module) -> None:
     if isinstance(model, (RoundNarrow, IntOfProduct)) and _TORCH != (2, 13):
         # Exported on torch 2.13 (the pinned fast tier). torch 2.12 defers the guards

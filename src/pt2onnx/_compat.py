@@ -53,17 +53,24 @@ _GLOBAL_HOOKS = ("_global_buffer_registration_hooks", "_global_module_registrati
 
 @contextlib.contextmanager
 def no_leaked_global_hooks() -> Iterator[None]:
-    """Removes the process-wide module hooks a capture added and left behind.
+    """Removes the process-wide module hooks a capture added and left behind, and sets
+    aside, while the capture runs, the ones an earlier failed trace left.
 
     torch 2.12's non-strict trace registers a global buffer-assignment hook and removes
     it only when the trace succeeds; a trace that raised (a model that fails at size 1,
-    say) left it installed, and every later strict capture in the process then failed on
-    it ("Attempted to call function marked as skipped"). A hook the user installed
-    before the export stays."""
+    say, in pt2onnx or in another exporter the process ran) left it installed, and every
+    later strict capture in the process then failed on it ("Attempted to call function
+    marked as skipped"). No trace is running when a capture starts, so such a hook is a
+    leftover: it is taken out for the capture and put back after it, as the process had
+    it. A hook the user installed stays throughout."""
     from torch.nn.modules import module as _module
 
     tables = [t for name in _GLOBAL_HOOKS
               if isinstance(t := getattr(_module, name, None), dict)]
+    stale = [(t, {k: v for k, v in t.items() if _is_trace_leftover(v)}) for t in tables]
+    for table, hooks in stale:
+        for key in hooks:
+            del table[key]
     before = [set(t) for t in tables]
     try:
         yield
@@ -71,6 +78,12 @@ def no_leaked_global_hooks() -> Iterator[None]:
         for table, keys in zip(tables, before):
             for key in [k for k in table if k not in keys]:
                 del table[key]
+        for table, hooks in stale:
+            table.update(hooks)
+
+
+def _is_trace_leftover(hook: Any) -> bool:
+    return getattr(hook, "__qualname__", "").startswith("register_buffer_assignment_hook.")
 
 
 def export(

@@ -264,6 +264,14 @@ def _capture_exported(
     return result
 
 
+def _narrowed(notes: list[str]) -> tuple[int, int]:
+    """How far refinement narrowed the declared dims: (bounds from above, other bounds
+    and ties), compared as a tuple, so a bound from above (the last resort) weighs most."""
+    above = sum(" bounded to at most " in n for n in notes)
+    other = sum((" bounded to [" in n) + (" tied to other dims" in n) for n in notes)
+    return (above, other)
+
+
 def _capture_declared(
     module: Any,
     args: tuple[Any, ...],
@@ -288,13 +296,15 @@ def _capture_declared(
                 ep = _dynamic._export(module, args, kwargs, None, strict)
                 return CaptureResult(ep, f"torch.export(strict={strict})", errors)
             refined = _refine.export_refined(module, args, kwargs, dynamic_shapes, strict)
-            if not strict and any(" bounded to at most " in n for n in refined.notes):
-                # Bounded from above where a guard stops holding: the strict capture may
-                # keep the size symbolic there (``x[..., :-ceil(t / 4)]`` is empty, not
-                # an error, past the bound) and is general.
+            if not strict and any(_narrowed(refined.notes)):
+                # A declared range narrowed where a guard stops holding: the strict
+                # capture may keep the size symbolic there and be general. Dynamo turns
+                # ``max(t, 5, 1)`` into graph arithmetic where the non-strict trace
+                # compares (``t >= 5``), and ``x[..., :-ceil(t / 4)]`` is empty, not an
+                # error, past a bound from above. The narrower of the two is kept.
                 with contextlib.suppress(Exception):
                     other = _refine.export_refined(module, args, kwargs, dynamic_shapes, True)
-                    if not any(" bounded to at most " in n for n in other.notes):
+                    if _narrowed(other.notes) < _narrowed(refined.notes):
                         refined, strict = other, True
         except CaptureError as exc:
             if strict or fixed is not None or not _int_of_size(str(exc)):
