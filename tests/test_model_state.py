@@ -256,6 +256,37 @@ def test_a_growing_cache_filled_at_the_example_exports_general():
         np.testing.assert_allclose(prog.run(x)[0], _GrowingCache()(x).numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("example", [1, 6])
+def test_a_growing_cache_left_longer_than_the_example_exports_general(example: int) -> None:
+    """An earlier eager call left the cache at 15, above the example (fuzz seed 4111,
+    programs 228, 537, 661 and 725; seed 3805, 194, 229, 350, 431, 533): the capture
+    traced the hit and guarded ``len <= 15``. Captured again at 16, the refill is
+    traced, and the sizes below it are run against eager."""
+    model = _GrowingCache()
+    model(torch.randn(15, 3))
+    prog = pt2onnx.export(model, (torch.randn(example, 3),),
+                          dynamic_shapes=({0: torch.export.Dim("B", min=1, max=64)},))
+    assert model.n == 15  # the export left the cache as it was
+    assert not prog.report.dynamic_refinements, prog.report.dynamic_refinements
+    for batch in (1, 2, 14, 15, 16, 64):
+        x = torch.randn(batch, 3)
+        np.testing.assert_allclose(prog.run(x)[0], _GrowingCache()(x).numpy(), rtol=1e-6)
+
+
+def test_a_cache_left_far_longer_keeps_its_bound() -> None:
+    """Left at 100, the sizes under it are too many to run one by one: the bound from
+    the cache hit stays, reported, and the file is right inside it."""
+    model = _GrowingCache()
+    model(torch.randn(100, 3))
+    prog = pt2onnx.export(model, (torch.randn(6, 3),),
+                          dynamic_shapes=({0: torch.export.Dim("B", min=1, max=200)},))
+    assert any("100" in r for r in prog.report.dynamic_refinements), \
+        prog.report.dynamic_refinements
+    for batch in (1, 6, 100):
+        x = torch.randn(batch, 3)
+        np.testing.assert_allclose(prog.run(x)[0], _GrowingCache()(x).numpy(), rtol=1e-6)
+
+
 class _FailsInTrace(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x[:, x.shape[1] + 1]  # out of range at every size: the trace raises

@@ -24,7 +24,7 @@ import torch
 from pt2onnx.capture._size_one import Unproved
 
 _BOUNDED = re.compile(r"^(\w+) bounded to \[(\d+), ")
-_MOST = 8  # sizes below the new minimum checked one by one; more: the narrowing stands
+MOST = 32  # sizes below the new minimum checked one by one; more: the narrowing stands
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Below:
 def liftable(notes: list[str], positions: list[tuple[str, int, int, int]],
              sizes: dict[str, int]) -> dict[str, int]:
     """The dims narrowed from below to above the example's own size, by at most
-    ``_MOST`` sizes above the declared minimum: name -> the example's size."""
+    ``MOST`` sizes above the declared minimum: name -> the example's size."""
     found = {}
     for note in notes:
         m = _BOUNDED.match(note)
@@ -53,7 +53,7 @@ def liftable(notes: list[str], positions: list[tuple[str, int, int, int]],
             continue
         name, minimum = m.group(1), int(m.group(2))
         declared = max(min((low for n, _, _, low in positions if n == name), default=1), 1)
-        if declared <= sizes[name] < minimum <= declared + _MOST:
+        if declared <= sizes[name] < minimum <= declared + MOST:
             found[name] = sizes[name]
     return found
 
@@ -61,7 +61,7 @@ def liftable(notes: list[str], positions: list[tuple[str, int, int, int]],
 def points(module: torch.nn.Module, program: torch.export.ExportedProgram,
            refinements: list[str], positions: list[tuple[str, int, int, int]],
            names: dict[Any, str], examples: dict[str, int] | None = None) -> list[Below]:
-    """For each narrowed dim, the sizes cut off that are at most ``_MOST`` below the new
+    """For each narrowed dim, the sizes cut off that are at most ``MOST`` below the new
     minimum, with the example resized to each."""
     from pt2onnx.capture._resize import example_at
     from pt2onnx.capture._size_one import root_symbols
@@ -76,7 +76,7 @@ def points(module: torch.nn.Module, program: torch.export.ExportedProgram,
         name, minimum = m.group(1), int(m.group(2))
         lowers = [lower for n, _, _, lower in positions if n == name]
         declared = max(min(lowers, default=minimum), 1)
-        if not declared < minimum <= declared + _MOST:
+        if not declared < minimum <= declared + MOST:
             continue
         below = Below(name, note, declared, minimum, example=(examples or {}).get(name))
         for size in range(declared, minimum):

@@ -81,46 +81,77 @@ def _export_refined_all(
             except Exception:
                 continue
             if not _raises_a_minimum(refined.notes, declared):
-                return refined
+                return _past_a_cap(module, *scaled, spec, strict, refined)
             narrowed = narrowed or refined
         if narrowed is not None:
-            return narrowed
+            return _past_a_cap(module, *scaled, spec, strict, narrowed)
     # The example as given, size-obliviously: its errors are the ones to show.
     refined = _export_refined(module, args, kwargs, spec, strict)
-    if _capped_at_example(refined, declared):
-        from pt2onnx.capture._resize import _grown
+    return _past_a_cap(module, args, kwargs, spec, strict, refined)
 
-        # A guard that holds up to the example's own size (a cache filled at the example,
-        # ``if self.n < len: refill``, then a slice: the capture traced the hit and
-        # guards len <= 6): captured again above it, the refill is traced, bounded from
-        # 7, and the sizes below are run against eager (``_below_minimum``).
-        grown = _grown(args, kwargs, inputs, declared, None)
-        if grown is not None:
-            try:
-                other = _export_refined(module, *grown, spec, strict)
-            except Exception:
-                return refined
-            if not _capped_at_example(other, declared_axes(bound_inputs(module, *grown), spec)):
-                return other
-    return refined
+
+def _past_a_cap(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                spec: Any, strict: bool, refined: Refined) -> Refined:
+    """``refined`` (captured on ``args``), or a capture above a bound from above it has.
+
+    A guard that holds up to a size at or above the example's (a growing cache, ``if
+    self.n < len: refill``, then a slice, filled at the example or left longer by an
+    earlier eager call: the capture traced the hit and guards len <= n): captured again
+    just above it, the refill is traced, bounded from n + 1, and the sizes below are run
+    against eager (``_below_minimum``)."""
+    from pt2onnx.capture._below_minimum import MOST
+    from pt2onnx.capture._resize import _grown
+
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
+    lows = {a.name: max(int(getattr(a.dim, "min", 1) or 1), 1) for a in declared}
+    # Only where every size cut off below the new minimum can be run (a cache left at
+    # 2,048 keeps its bound: the sizes under it are too many to run one by one).
+    capped = {name: top for name, top in _capped_above_example(refined, declared).items()
+              if top + 1 - lows[name] <= MOST}
+    if not capped:
+        return refined
+    grown = _grown(args, kwargs, inputs, declared, None,
+                   {name: top + 1 for name, top in capped.items()})
+    if grown is None or not _writes_state(module, *grown):
+        # Only a bound the model's own state sets (an eager call above it refills a
+        # cache): a bound from the computation stays, and the file is right inside it.
+        return refined
+    try:
+        other = _export_refined(module, *grown, spec, strict)
+    except Exception:
+        return refined
+    if _capped_above_example(other, declared_axes(bound_inputs(module, *grown), spec)):
+        return refined
+    return other
+
+
+def _writes_state(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an eager call on ``args`` changes the model's attributes or buffers (a
+    cache refilled); the model is put back as it was."""
+    from pt2onnx.capture._model_state import preserved_state, refill_state
+
+    with preserved_state(module):
+        return bool(refill_state(module, args, kwargs))
 
 
 _BOUNDED_NOTE = re.compile(r"^(\w+) bounded to (?:\[\d+, |at most )(\d+)")
 
 
-def _capped_at_example(refined: Refined, declared: list[DeclaredAxis]) -> bool:
-    """Whether a refinement bounds a declared dim from above at the example's own size,
-    below the declared maximum."""
+def _capped_above_example(refined: Refined, declared: list[DeclaredAxis]) -> dict[str, int]:
+    """The declared dims a refinement bounds from above at or above the example's own
+    size, below the declared maximum: name -> the bound."""
+    capped: dict[str, int] = {}
     for note in refined.notes:
         m = _BOUNDED_NOTE.match(note)
         if m is None:
             continue
         for a in declared:
             top = getattr(a.dim, "max", None)
-            if a.name == m.group(1) and a.size == int(m.group(2)) and (
-                    not isinstance(top, int) or top > a.size):
-                return True
-    return False
+            if a.name is not None and a.name == m.group(1) and a.size <= int(m.group(2)) and (
+                    not isinstance(top, int) or top > int(m.group(2))):
+                capped[a.name] = int(m.group(2))
+    return capped
 
 
 def _export_refined(

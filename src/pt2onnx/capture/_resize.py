@@ -243,12 +243,18 @@ def _aligned(declared: list[DeclaredAxis], inputs: dict[str, Any]) -> dict[int, 
 def _grown(
     args: tuple[Any, ...], kwargs: dict[str, Any], inputs: dict[str, Any],
     declared: list[DeclaredAxis], ones_to: int | dict[int, int] | None,
+    named: dict[str, int] | None = None,
 ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
     """The example with each declared dim doubled; a size-1 dim grown to ``ones_to``
-    instead where given (one size, or one per right-aligned position, ``_aligned``)."""
+    instead where given (one size, or one per right-aligned position, ``_aligned``).
+    With ``named``, only the dims it names change, each to its size there."""
     tensors = dict(tensor_leaves(inputs))
+    if named is not None:
+        declared = [a for a in declared if a.name in named]
 
     def target(a: DeclaredAxis) -> int:
+        if named is not None and a.name is not None:
+            return named[a.name]
         if isinstance(ones_to, dict) and a.size == 1:
             return ones_to.get(a.axis - tensors[a.input].dim(), 2)
         return ones_to if isinstance(ones_to, int) and a.size == 1 else 2 * a.size
