@@ -394,3 +394,19 @@ def test_a_bound_from_above_does_not_win_over_refilling_the_model_s_state() -> N
     source = (Path(__file__).parent / "fuzz" / "found" / "stale_cache_and_round_2.py")
     outcome = check_namespace(load(source.read_text()), "pt2onnx")
     assert outcome.cls == "ok", outcome
+
+
+def test_a_cache_keyed_by_the_example_s_own_shape_is_captured_at_another_size() -> None:
+    """Fuzz seed 3805, program 449: a cache keyed by ``x7.shape``, filled by an eager
+    call at the example's own shape. The capture traced the cache hit and fixed B to 5
+    ("can only take one size"); captured at another size, the refill is traced, and B =
+    5, where the key's guard fails, is run against eager."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" / "shape_key_at_the_example_449.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls == "ok", outcome

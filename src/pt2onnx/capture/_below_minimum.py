@@ -60,9 +60,12 @@ def liftable(notes: list[str], positions: list[tuple[str, int, int, int]],
 
 def points(module: torch.nn.Module, program: torch.export.ExportedProgram,
            refinements: list[str], positions: list[tuple[str, int, int, int]],
-           names: dict[Any, str], examples: dict[str, int] | None = None) -> list[Below]:
+           names: dict[Any, str], examples: dict[str, int] | None = None,
+           original: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> list[Below]:
     """For each narrowed dim, the sizes cut off that are at most ``MOST`` below the new
-    minimum, with the example resized to each."""
+    minimum, with the example resized to each; at the example's own size, the example
+    itself (``original``: a capture at a grown example resizes index inputs whose
+    values the example's size would not hold)."""
     from pt2onnx.capture._resize import example_at
     from pt2onnx.capture._size_one import root_symbols
 
@@ -80,7 +83,10 @@ def points(module: torch.nn.Module, program: torch.export.ExportedProgram,
             continue
         below = Below(name, note, declared, minimum, example=(examples or {}).get(name))
         for size in range(declared, minimum):
-            example = example_at(program, {**known, symbols[name]: size})
+            if original is not None and below.example == size:
+                example: tuple[tuple[Any, ...], dict[str, Any]] | None = original
+            else:
+                example = example_at(program, {**known, symbols[name]: size})
             point = None
             if example is not None:
                 try:

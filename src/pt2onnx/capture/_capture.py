@@ -360,7 +360,8 @@ def _capture_declared(
                   "either one 1 (each such point was checked)" for t in separate]
         notes += checked
         below = _below_minimum.points(module, refined.program, refinements, positions,
-                                      _symbol_names(positions, refined), liftable)
+                                      _symbol_names(positions, refined), liftable,
+                                      (args, kwargs) if len(liftable) == 1 else None)
         return CaptureResult(
             refined.program, f"torch.export(strict={strict})", errors, warnings=notes,
             dynamic_shapes=refined.dynamic_shapes, example=refined.example,

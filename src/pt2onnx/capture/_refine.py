@@ -86,8 +86,46 @@ def _export_refined_all(
         if narrowed is not None:
             return _past_a_cap(module, *scaled, spec, strict, narrowed)
     # The example as given, size-obliviously: its errors are the ones to show.
-    refined = _export_refined(module, args, kwargs, spec, strict)
+    try:
+        refined = _export_refined(module, args, kwargs, spec, strict)
+    except CaptureError as exc:
+        other = _past_a_stale_key(module, args, kwargs, spec, strict, exc)
+        if other is None:
+            raise
+        return other
     return _past_a_cap(module, args, kwargs, spec, strict, refined)
+
+
+def _past_a_stale_key(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                      spec: Any, strict: bool, exc: CaptureError) -> Refined | None:
+    """A capture at another size, where a dim was fixed to the example's size by the
+    model's own state: a cache keyed by the input shape, filled at the example (``if
+    self.shape != x.shape: refill``). The capture traced the hit and guarded
+    ``len == 5``; at another size, the refill is traced, and the guard ``len != 5``
+    fails at one size, where the file is run against eager (``_guards_hold``'s holes).
+    None where the dims are not fixed, or no eager call at another size writes state."""
+    from pt2onnx.capture._resize import _grown
+
+    fixed = dict(getattr(exc, "fixed_dims", None) or [])
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
+    sizes: dict[str, int] = {}
+    for a in declared:
+        if a.name is not None and a.name in fixed and a.size == fixed[a.name]:
+            top = getattr(a.dim, "max", None)
+            grown = a.size + 1 if isinstance(top, int) and top <= 2 * a.size else 2 * a.size
+            if isinstance(top, int) and grown > top:
+                return None
+            sizes[a.name] = grown
+    if not sizes:
+        return None
+    example = _grown(args, kwargs, inputs, declared, None, sizes)
+    if example is None or not _writes_state(module, *example):
+        return None
+    try:
+        return _export_refined(module, *example, spec, strict)
+    except Exception:
+        return None
 
 
 def _past_a_cap(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
