@@ -259,7 +259,7 @@ def test_a_growing_cache_filled_at_the_example_exports_general():
 @pytest.mark.parametrize("example", [1, 6])
 def test_a_growing_cache_left_longer_than_the_example_exports_general(example: int) -> None:
     """An earlier eager call left the cache at 15, above the example (fuzz seed 4111,
-    programs 228, 537, 661 and 725; seed 3805, 194, 229, 350, 431, 533): the capture
+    programs 228, 537, 661 and 725; seed 3805, 229, 350, 431 and 480): the capture
     traced the hit and guarded ``len <= 15``. Captured again at 16, the refill is
     traced, and the sizes below it are run against eager."""
     model = _GrowingCache()
