@@ -410,3 +410,20 @@ def test_a_cache_keyed_by_the_example_s_own_shape_is_captured_at_another_size() 
     source = (Path(__file__).parent / "fuzz" / "found" / "shape_key_at_the_example_449.py")
     outcome = check_namespace(load(source.read_text()), "pt2onnx")
     assert outcome.cls == "ok", outcome
+
+
+def test_a_growing_cache_tied_to_another_dim_takes_two_captures() -> None:
+    """Fuzz seed 3805, program 533: a cache grown to 15 by an earlier eager call, B tied
+    to C by a broadcast, and index values that fit no size below the example's 5. The
+    capture above the cache grew B alone, which the model rejects (``C = B``): the range
+    stayed at most 15, and the oracle counted it narrowed. Grown with its ties, the
+    refill is captured at 16; the sizes up to 15 take a capture of their own."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" / "growing_cache_tied_533.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls == "ok", outcome

@@ -273,6 +273,41 @@ def test_a_growing_cache_left_longer_than_the_example_exports_general(example: i
         np.testing.assert_allclose(prog.run(x)[0], _GrowingCache()(x).numpy(), rtol=1e-6)
 
 
+class _GrowingCacheAndGather(_GrowingCache):
+    """The growing cache beside a gather whose indices, given as an input, hold values
+    up to the example's size: the example resized below it is not valid input."""
+
+    def forward(self, x, idx):
+        return super().forward(x), torch.gather(x, 0, idx)
+
+
+@pytest.mark.parametrize("example", [5, 9])
+def test_a_growing_cache_whose_smaller_sizes_cannot_be_run_takes_two_captures(
+        example: int) -> None:
+    """Left at 15 by an earlier call, the cache's refill is captured at 16, and the
+    sizes below cannot be run against eager one by one (the example's indices, up to 4,
+    do not fit B = 4; fuzz seed 3805 program 533): the range stayed narrowed to [5, 64]
+    from an example of 5. The file now holds the capture up to 15 and the one above,
+    chosen by an If on B, and is run at 1."""
+    model = _GrowingCacheAndGather()
+    model(torch.randn(15, 3), torch.zeros(2, 3, dtype=torch.int64))
+    idx = torch.tensor([[example - 1, 0, example // 2], [0, example - 1, 0]])
+    prog = pt2onnx.export(model, (torch.randn(example, 3), idx),
+                          dynamic_shapes=({0: torch.export.Dim("B", min=1, max=64)}, None))
+    assert model.n == 15  # the export left the cache as it was
+    assert not prog.report.dynamic_refinements, prog.report.dynamic_refinements
+    assert any("a capture for B <= 15 and one for B > 15" in w
+               for w in prog.report.warnings), prog.report.warnings
+    assert "If" in {n.op_type for n in prog.model.graph}
+    for batch in (1, 2, example, 15, 16, 64):
+        x, i = torch.randn(batch, 3), torch.zeros(2, 3, dtype=torch.int64)
+        i[0, 1] = batch - 1
+        got = prog.run(x, i)
+        want = _GrowingCacheAndGather()(x, i)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-6)
+
+
 def test_a_cache_left_far_longer_keeps_its_bound() -> None:
     """Left at 100, the sizes under it are too many to run one by one: the bound from
     the cache hit stays, reported, and the file is right inside it."""

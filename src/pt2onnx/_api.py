@@ -19,6 +19,7 @@ from pt2onnx.capture import (
     as_module,
     bound_inputs,
     check_args,
+    declared_min,
     dynamic_axes_to_shapes,
     lift,
     materialize_lazy,
@@ -26,8 +27,10 @@ from pt2onnx.capture import (
     preserved_state,
     settle,
     split_trailing_kwargs,
+    split_up_to,
 )
 from pt2onnx.errors import (
+    CaptureError,
     InvalidInputError,
     OpsetError,
 )
@@ -207,9 +210,19 @@ def _export(
     if captured.size_one:
         with rep.stage("verify"):
             rep.warnings.extend(settle(prog, captured, stages.at_one))
+    split = captured.split[0] if captured.split is not None else None
     if captured.below_minimum:
         with rep.stage("verify"):
-            rep.warnings.extend(lift(prog, captured.below_minimum, rep))
+            rep.warnings.extend(lift(prog, captured.below_minimum, rep, defer=split))
+    if split is not None:
+        with rep.stage("verify"):
+            rep.warnings.extend(split_up_to(
+                prog, captured, rep, declared_min(call.spec, split), stages.dim_names or [],
+                stages.up_to, lambda low, cap: settle(low, cap, stages.at_one)))
+        for b in captured.below_minimum:
+            if b.excluded and any(n.startswith(f"{b.name} bounded to [")
+                                  for n in rep.dynamic_refinements):
+                raise CaptureError(b.excluded)
     if call.functions is not None:  # module calls as ONNX functions, on the finished graph
         with rep.stage("functions"):
             stages.functions(prog)

@@ -28,6 +28,7 @@ from pt2onnx.capture import (
     CaptureResult,
     Unproved,
     as_module,
+    bounded_dim,
     capture,
     composite,
     user_dim_names,
@@ -438,6 +439,33 @@ class Stages:
         program1 = self.decompose(cap)
         names1 = user_dim_names(call.model, point.args, point.kwargs, spec, cap.program)
         return self.optimize(self._translator(program1, names1).run())
+
+    def up_to(self, prog: OnnxProgram, name: str, top: int,
+              ) -> tuple[OnnxProgram, CaptureResult] | None:
+        """The model captured again with ``name`` bounded at ``top`` (the sizes a cache
+        the model's state holds covers), translated and optimized, as a program run like
+        ``prog``; None where the spec cannot be bounded so."""
+        call = self.call
+        spec = bounded_dim(call.spec, name, top)
+        if spec is None:
+            return None
+        cap = self.capture(True, None, spec, user_spec=False)
+        program = self.decompose(cap)
+        names = user_dim_names(call.model, *_example_of(cap, call.args, call.kwargs), spec,
+                               cap.program)
+        ties: dict[str, list[tuple[int, int]]] = {}
+        for tie in cap.ties:
+            for tied, positions in tie.names.items():
+                for i, axis in positions:
+                    if i < len(names):
+                        names[i][axis] = tied
+            ties[str(tie.symbol)] = [p for ps in tie.names.values() for p in ps]
+        translator = self._translator(program, names, ties)
+        low = copy.copy(prog)
+        low.model, low._session = self.optimize(translator.run()), None
+        low._program, low._fx_values = program, translator.fx_values
+        low._extra_outputs, low._sym_names = len(translator.extra_outputs), translator.sym_names
+        return low, cap
 
     def verify(self, prog: OnnxProgram) -> None:
         result = prog.verify(bisect=True)  # the example, a second size, and size 1

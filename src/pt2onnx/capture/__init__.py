@@ -4,7 +4,8 @@ Owns the call's arguments as the capture takes them (``_arguments``), the three
 capture tiers and the choice between them (``_capture``: the static recording in
 ``_record``, torch.export, the trace in ``_trace``), dynamic-shape specs
 and their checking (``_dynamic``, ``_guards_hold``, ``_resize``), the size-1 check
-and the graph for each side of 1 (``_size_one``, ``_size_one_merge``), and putting
+and the graph for each side of 1 (``_size_one``, ``_size_one_merge``; ``_up_to`` for
+each side of a cache's length), and putting
 back what a model changes in itself while it runs (``_model_state``).
 
 May import: ``frontends`` (rewrites applied during capture), ``translate`` (only
@@ -27,6 +28,8 @@ from pt2onnx.capture._dynamic import (
     all_dynamic,
     argument_names,
     bound_inputs,
+    bounded_dim,
+    declared_min,
     dynamic_axes_to_shapes,
     is_constraint_violation,
     named_dims,
@@ -36,12 +39,36 @@ from pt2onnx.capture._dynamic import (
 from pt2onnx.capture._model_state import materialize_lazy
 from pt2onnx.capture._resize import example_at, known_values, second_size
 from pt2onnx.capture._size_one import Unproved, ones_allowed, settle, trusted
+from pt2onnx.capture._up_to import split_up_to
 
 __all__ = [
-    "CaptureResult", "Unproved", "all_dynamic", "argument_names", "as_module", "bound_inputs",
-    "capture", "check_args", "composite", "dynamic_axes_to_shapes", "example_at",
-    "is_constraint_violation", "known_values", "lift", "materialize_lazy", "named_dims",
-    "ones_allowed", "preserved_state", "second_size", "settle", "split_trailing_kwargs",
-    "tensor_leaves", "trusted", "user_dim_names", "without_dims",
+    "CaptureResult",
+    "Unproved",
+    "all_dynamic",
+    "argument_names",
+    "as_module",
+    "bound_inputs",
+    "bounded_dim",
+    "capture",
+    "check_args",
+    "composite",
+    "declared_min",
+    "dynamic_axes_to_shapes",
+    "example_at",
+    "is_constraint_violation",
+    "known_values",
+    "lift",
+    "materialize_lazy",
+    "named_dims",
+    "ones_allowed",
+    "preserved_state",
+    "second_size",
+    "settle",
+    "split_trailing_kwargs",
+    "split_up_to",
+    "tensor_leaves",
+    "trusted",
+    "user_dim_names",
+    "without_dims",
 ]
 

@@ -40,6 +40,9 @@ class Below:
     # the example's own size where it is below the new minimum: the export is refused
     # unless the run below the minimum reaches it
     example: int | None = None
+    # why the range left would exclude the example, where ``lift`` left that to a
+    # capture up to a cache's length (``_up_to``) to settle
+    excluded: str | None = None
 
 
 def liftable(notes: list[str], positions: list[tuple[str, int, int, int]],
@@ -101,10 +104,12 @@ def points(module: torch.nn.Module, program: torch.export.ExportedProgram,
     return found
 
 
-def lift(prog: Any, below: list[Below], rep: Any) -> list[str]:
+def lift(prog: Any, below: list[Below], rep: Any, defer: str | None = None) -> list[str]:
     """Runs the written graph at the sizes cut off, from the new minimum down; gives each
     dim back the sizes where it matches eager (editing the report's refinements).
-    Returns notes."""
+    Returns notes. A range that would exclude the example is refused, but for the dim
+    ``defer``, where a capture up to its cache's length may still cover it (the caller
+    raises ``excluded`` where that does not)."""
     from pt2onnx.capture._size_one import _run
 
     notes = []
@@ -125,13 +130,15 @@ def lift(prog: Any, below: list[Below], rep: Any) -> list[str]:
         if b.example is not None and b.example < lowest:
             from pt2onnx.errors import CaptureError
 
-            raise CaptureError(
+            b.excluded = (
                 f"the dynamic shapes declare {b.name}, and torch.export proved the model's "
                 f"guards only from {b.name} = {b.minimum} (captured above the example, "
                 f"{b.example}); the written graph, run below that against eager PyTorch, "
                 f"is right only down to {lowest}, so its range would exclude the example."
                 f"\nNext step: export from an example of {lowest} or more, or make "
                 f"{b.name} static.")
+            if b.name != defer:
+                raise CaptureError(b.excluded)
         if lowest == b.minimum:
             continue
         edited = None if lowest == b.declared else b.note.replace(

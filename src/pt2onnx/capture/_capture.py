@@ -62,6 +62,10 @@ class CaptureResult:
     # runs: the written graph is run there, and the range given back where it matches
     # (capture/_below_minimum.py).
     below_minimum: list[Any] = field(default_factory=list)
+    # (dim, n): captured above a bound n that the model's state set; where the run below
+    # the new minimum does not reach the declared one, the sizes up to n take a capture
+    # of their own (_api's _split_below)
+    split: tuple[str, int] | None = None
 
 
 def _short(exc: BaseException, limit: int = 1200) -> str:
@@ -367,6 +371,7 @@ def _capture_declared(
             dynamic_shapes=refined.dynamic_shapes, example=refined.example,
             refinements=refinements,
             fixed_axes=refined.fixed, size_one=unproved, ties=separate, below_minimum=below,
+            split=refined.split,
         )
     if fixed is not None:
         raise fixed

@@ -206,6 +206,45 @@ def all_dynamic(inputs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def declared_min(spec: Any, name: str) -> int:
+    """The declared minimum of the Dim called ``name`` in ``spec`` (1 where not found)."""
+    found: list[int] = []
+
+    def walk(s: Any) -> None:
+        if isinstance(s, dict):
+            s = list(s.values())
+        if isinstance(s, (list, tuple)):
+            for v in s:
+                walk(v)
+        elif getattr(s, "__name__", None) == name and hasattr(s, "min"):
+            found.append(max(int(s.min or 1), 1))
+
+    walk(spec)
+    return min(found, default=1)
+
+
+def bounded_dim(spec: Any, name: str, top: int) -> Any:
+    """``spec`` with the Dim called ``name`` bounded from above at ``top``; None where
+    a derived dim is built on it (it would still hold the old Dim)."""
+    found: list[Any] = []
+
+    def walk(s: Any) -> Any:
+        if isinstance(s, dict):
+            return {k: walk(v) for k, v in s.items()}
+        if isinstance(s, (list, tuple)):
+            return type(s)(walk(v) for v in s)
+        if getattr(getattr(s, "root", None), "__name__", None) == name:
+            found.append(None)  # a derived dim of it
+            return s
+        if getattr(s, "__name__", None) == name and hasattr(s, "min"):
+            found.append(s)
+            return torch.export.Dim(name, min=s.min, max=top)
+        return s
+
+    bounded = walk(spec)
+    return bounded if found and all(f is not None for f in found) else None
+
+
 def without_dims(spec: Any, names: list[str]) -> Any:
     """``spec`` with the Dims called ``names`` (and the dims derived from them) made static;
     None when no dynamic dim is left."""
@@ -381,6 +420,9 @@ class Refined:
     # Dim name -> the sizes of its range where a guard assumed here fails (``s != 16``):
     # the file is run there against eager (capture/_guards_hold.py)
     holes: dict[str, list[int]] = field(default_factory=dict)
+    # (dim, n): captured above a bound n the model's own state set (a growing cache,
+    # capture/_refine.py's _past_a_cap); the sizes up to n have a capture of their own
+    split: tuple[str, int] | None = None
 
 
 _FIX = re.compile(r"^\s+(\w+) = (.+?)\s*$")

@@ -149,8 +149,8 @@ def _past_a_cap(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
               if top + 1 - lows[name] <= MOST}
     if not capped:
         return refined
-    grown = _grown(args, kwargs, inputs, declared, None,
-                   {name: top + 1 for name, top in capped.items()})
+    sizes = _with_ties({name: top + 1 for name, top in capped.items()}, refined.notes)
+    grown = _grown(args, kwargs, inputs, declared, None, sizes)
     if grown is None or not _writes_state(module, *grown):
         # Only a bound the model's own state sets (an eager call above it refills a
         # cache): a bound from the computation stays, and the file is right inside it.
@@ -161,7 +161,35 @@ def _past_a_cap(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
         return refined
     if _capped_above_example(other, declared_axes(bound_inputs(module, *grown), spec)):
         return refined
+    if len(capped) == 1:
+        other.split = next(iter(capped.items()))
     return other
+
+
+_TIED_NOTE = re.compile(r"^(\w+) tied to other dims: \1 = (.+?)(?: by the guard .*)?$")
+
+
+def _with_ties(sizes: dict[str, int], notes: list[str]) -> dict[str, int]:
+    """``sizes`` with each dim a refinement ties to them (``C = B``, ``D = 2*B``) set
+    to the size the tie gives there: growing B alone would make an input the model
+    cannot take (``torch.maximum(x, y)`` with B and C tied)."""
+    import sympy
+
+    out = dict(sizes)
+    for note in notes:
+        m = _TIED_NOTE.match(note)
+        if m is None or m.group(1) in out:
+            continue
+        try:
+            expr = sympy.sympify(m.group(2))
+        except (sympy.SympifyError, TypeError, SyntaxError):
+            continue
+        names = {str(s) for s in expr.free_symbols}
+        if names and names <= set(sizes):
+            value = expr.subs({sympy.Symbol(n): sizes[n] for n in names})
+            if value.is_Integer and int(value) >= 1:
+                out[m.group(1)] = int(value)
+    return out
 
 
 def _writes_state(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -63,37 +63,51 @@ def merge_at_one(general: ir.Model, at_one: ir.Model, where: list[tuple[int, int
     those axes at 1 (several where declared dims broadcast against each other and only
     all at 1 differ). ``general`` is changed in place and returned, with the names of
     the outputs whose rank at 1 is not the declared one."""
-    g, g1 = general.graph, at_one.graph
+    return _join(general, at_one, "at_one", where, "Equal", 1)
+
+
+def merge_up_to(general: ir.Model, low: ir.Model, where: tuple[int, int], top: int,
+                ) -> tuple[ir.Model, list[str]]:
+    """``general`` with its nodes under ``If(Shape(input)[axis] <= top, low, general)``:
+    ``low`` was captured for that dim's sizes up to ``top``, ``general`` above them (a
+    growing cache the model's state holds at ``top``)."""
+    return _join(general, low, "up_to", [where], "LessOrEqual", top)
+
+
+def _join(general: ir.Model, other: ir.Model, prefix: str, where: list[tuple[int, int]],
+          compare: str, size: int) -> tuple[ir.Model, list[str]]:
+    """``If(compare(Shape(input)[axis], size) for each (input, axis), other, general)``."""
+    g, g1 = general.graph, other.graph
     if len(g.inputs) != len(g1.inputs) or len(g.outputs) != len(g1.outputs):
         raise ValueError("the two captures have different inputs or outputs")
     for v1, v in zip(g1.inputs, g.inputs):
         v1.replace_all_uses_with(v)
     for name in list(g1.initializers):
         init = g1.initializers.pop(name)
-        other = g.initializers.get(name)
-        if other is not None and _same_tensor(other, init):
-            init.replace_all_uses_with(other)
+        existing = g.initializers.get(name)
+        if existing is not None and _same_tensor(existing, init):
+            init.replace_all_uses_with(existing)
             continue
-        init.name = f"at_one/{name}"
+        init.name = f"{prefix}/{name}"
         g.register_initializer(init)
-    for node in g1:  # value names are unique across a model and its subgraphs
+    for node in g1.all_nodes():  # value names are unique across a model and its subgraphs
         for out in node.outputs:
-            out.name = f"at_one/{out.name}"
+            out.name = f"{prefix}/{out.name}"
         if node.name:
-            node.name = f"at_one/{node.name}"
+            node.name = f"{prefix}/{node.name}"
     outputs = list(g.outputs)
     names = [v.name or f"output_{i}" for i, v in enumerate(outputs)]
     shapes = [_merged_shape(a, b) for a, b in zip(outputs, g1.outputs)]
     other_rank = [v.name or "" for v, w in zip(outputs, g1.outputs) if v.shape is not None
                   and w.shape is not None and len(v.shape) != len(w.shape)]
-    then_branch, else_branch = _branch(g1, "at_one"), _branch(g, "general")
-    one = ir.Value(name="size_one/one", const_value=ir.tensor(np.array([1], np.int64)))
-    g.register_initializer(one)
+    then_branch, else_branch = _branch(g1, prefix), _branch(g, "general")
+    bound = ir.Value(name=f"{prefix}/size", const_value=ir.tensor(np.array([size], np.int64)))
+    g.register_initializer(bound)
     tests: list[ir.Node] = []
     for input_index, axis in where:
-        size = ir.Node("", "Shape", [g.inputs[input_index]], attributes=[
+        size_of = ir.Node("", "Shape", [g.inputs[input_index]], attributes=[
             ir.AttrInt64("start", axis), ir.AttrInt64("end", axis + 1)])
-        tests += [size, ir.Node("", "Equal", [size.outputs[0], one])]
+        tests += [size_of, ir.Node("", compare, [size_of.outputs[0], bound])]
         if len(tests) > 2:
             tests.append(ir.Node("", "And", [tests[-3].outputs[0], tests[-1].outputs[0]]))
     cond = tests[-1]
@@ -109,7 +123,7 @@ def merge_at_one(general: ir.Model, at_one: ir.Model, where: list[tuple[int, int
         g.outputs.append(out)
     for domain, version in g1.opset_imports.items():
         g.opset_imports.setdefault(domain, version)
-    for key, function in at_one.functions.items():
+    for key, function in other.functions.items():
         general.functions.setdefault(key, function)
     return general, other_rank
 
