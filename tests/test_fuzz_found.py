@@ -427,3 +427,27 @@ def test_a_growing_cache_tied_to_another_dim_takes_two_captures() -> None:
     source = (Path(__file__).parent / "fuzz" / "found" / "growing_cache_tied_533.py")
     outcome = check_namespace(load(source.read_text()), "pt2onnx")
     assert outcome.cls == "ok", outcome
+
+
+def test_a_narrowing_where_eager_itself_fails_is_counted_apart() -> None:
+    """Fuzz seed 3805, program 60: ``v5.select(0, 9)`` of a ``cat`` 3 * B + 3 long
+    fails in eager below B = 3, and the export narrows B to [3, 64]. The oracle says the
+    narrowing is the model's own range, and the campaign's tally counts it apart from
+    the refusals of sizes the model runs at (docs/testing.md)."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.campaign import Tally
+    from pt2onnx.testing.fuzz.oracle import MODEL_RANGE, check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" / "eager_fails_below_3_60.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls == "export_error" and MODEL_RANGE in outcome.detail, outcome
+    tally = Tally()
+    tally.add({"cls": outcome.cls, "typed": outcome.typed, "detail": outcome.detail})
+    tally.add({"cls": "export_error", "typed": True,
+               "detail": "dynamic dim made static, as reported: B bounded to [3, 64] "
+                         "(EAGER RUNS AT B=1)"})
+    assert tally.as_dict()["export_error"] == 2
+    assert tally.as_dict()["export_error_model_range"] == 1

@@ -282,9 +282,25 @@ def _same(name: str, expected: torch.Tensor, actual: Any, atol: float, rtol: flo
         return False
 
 
-def _eager_at_one(ns: dict[str, Any], module: torch.nn.Module, sizes: list[Any]) -> str:
+# The note on a narrowing that cuts off only sizes where eager itself fails.
+MODEL_RANGE = "the model's own range"
+_FROM_BELOW = re.compile(r"^B bounded to \[(\d+), (\d+)\]")
+
+
+def _eager_at_one(ns: dict[str, Any], module: torch.nn.Module, sizes: list[Any],
+                  fixed: list[str] | None = None) -> str:
     """For a refusal on an edge program: whether eager itself runs at B = 1 (a range the
-    model cannot run in is rightly narrowed; one it can, the report must show)."""
+    model cannot run in is rightly narrowed; one it can, the report must show). Where
+    the only narrowing is B's from below and eager fails at every size cut off, that
+    is said instead: the file loses no size the model runs at (the campaign's tables
+    count these apart)."""
+    found = [_FROM_BELOW.match(f) for f in fixed or []]
+    if found and all(m is not None and int(m.group(2)) >= 64 for m in found):
+        low = max(int(m.group(1)) for m in found if m is not None)
+        cut = range(max(int(ns.get("B_MIN", 1)), 1), low)
+        if len(cut) and not any(_runs(module, ns, size) for size in cut):
+            return (f" (eager fails at every size cut off, B = {cut[0]}..{cut[-1]}: "
+                    f"{MODEL_RANGE})")
     if 1 not in sizes:
         return ""
     try:
@@ -292,6 +308,14 @@ def _eager_at_one(ns: dict[str, Any], module: torch.nn.Module, sizes: list[Any])
     except Exception:
         return " (eager fails at B=1 too)"
     return " (EAGER RUNS AT B=1)"
+
+
+def _runs(module: torch.nn.Module, ns: dict[str, Any], size: int) -> bool:
+    try:
+        _eager(module, ns["make_inputs"](size))
+    except Exception:
+        return False
+    return True
 
 
 def check_namespace(ns: dict[str, Any], exporter: str = "pt2onnx") -> Outcome:
@@ -379,7 +403,7 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
     for i, (size, c) in enumerate(points):
         if i and fixed:  # the exporter said the model fixes B: a typed refusal
             return Outcome("export_error", "dynamic dim made static, as reported: "
-                           + "; ".join(fixed)[:300] + _eager_at_one(ns, module, sizes),
+                           + "; ".join(fixed)[:300] + _eager_at_one(ns, module, sizes, fixed),
                            typed=True, ops=ops)
         if i:
             try:
