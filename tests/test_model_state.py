@@ -308,9 +308,29 @@ def test_a_growing_cache_whose_smaller_sizes_cannot_be_run_takes_two_captures(
             np.testing.assert_allclose(g, w.numpy(), rtol=1e-6)
 
 
-def test_a_cache_left_far_longer_keeps_its_bound() -> None:
-    """Left at 100, the sizes under it are too many to run one by one: the bound from
-    the cache hit stays, reported, and the file is right inside it."""
+def test_a_cache_left_far_longer_takes_two_captures() -> None:
+    """Left at 100, the sizes under it are too many to run one by one (it kept its bound
+    [1, 100] before): the file holds the capture up to 100 and the one above it."""
+    model = _GrowingCache()
+    model(torch.randn(100, 3))
+    prog = pt2onnx.export(model, (torch.randn(6, 3),),
+                          dynamic_shapes=({0: torch.export.Dim("B", min=1, max=200)},))
+    assert model.n == 100
+    assert not prog.report.dynamic_refinements, prog.report.dynamic_refinements
+    assert any("a capture for B <= 100 and one for B > 100" in w
+               for w in prog.report.warnings), prog.report.warnings
+    for batch in (1, 6, 99, 100, 101, 200):
+        x = torch.randn(batch, 3)
+        np.testing.assert_allclose(prog.run(x)[0], _GrowingCache()(x).numpy(), rtol=1e-6)
+
+
+def test_a_cache_left_far_longer_keeps_its_bound_where_two_captures_cannot_be_joined(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the capture up to the cache cannot be made, the export runs again keeping
+    the bound from the cache hit, reported, and the file is right inside it."""
+    from pt2onnx import _stages
+
+    monkeypatch.setattr(_stages.Stages, "up_to", lambda self, prog, name, top: None)
     model = _GrowingCache()
     model(torch.randn(100, 3))
     prog = pt2onnx.export(model, (torch.randn(6, 3),),
@@ -377,3 +397,43 @@ def test_a_hook_left_by_another_failed_trace_does_not_stop_a_strict_capture() ->
     finally:
         for key in leftover:  # the leftover (torch 2.12) goes, as no later test needs it
             torch_module._global_buffer_registration_hooks.pop(key, None)
+
+
+class _RotaryCache(torch.nn.Module):
+    """The rotary cache of transformers' older Llama-style models (and much remote code):
+    cos/sin tables built for ``max_position_embeddings`` at init, rebuilt as buffers
+    when a longer sequence comes."""
+
+    def __init__(self, dim: int = 8, max_pos: int = 64) -> None:
+        super().__init__()
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self._set_cache(max_pos)
+
+    def _set_cache(self, n: int) -> None:
+        self.max_seq_len_cached = n
+        freqs = torch.outer(torch.arange(n, dtype=self.inv_freq.dtype), self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos(), persistent=False)
+        self.register_buffer("sin_cached", emb.sin(), persistent=False)
+
+    def forward(self, x):
+        seq_len = x.shape[1]
+        if seq_len > self.max_seq_len_cached:
+            self._set_cache(seq_len)
+        return x * self.cos_cached[:seq_len] + x * self.sin_cached[:seq_len]
+
+
+def test_a_rotary_cache_built_for_the_maximum_position_covers_longer_sequences() -> None:
+    """Built for 64 positions: the sequence was bounded to [0, 64] (reported), and both
+    torch.onnx exporters write files that fail at run time from 65 on. The file now
+    holds the cache's slice up to 64 and the rebuilt tables above."""
+    model = _RotaryCache()
+    prog = pt2onnx.export(model, (torch.randn(2, 16, 8),), dynamic_shapes=(
+        {0: torch.export.Dim("b", max=8), 1: torch.export.Dim("s", max=256)},))
+    assert model.max_seq_len_cached == 64 and model.cos_cached.shape[0] == 64
+    assert not prog.report.dynamic_refinements, prog.report.dynamic_refinements
+    for b, s in ((1, 1), (2, 16), (1, 64), (3, 65), (1, 256)):
+        x = torch.randn(b, s, 8)
+        np.testing.assert_allclose(prog.run(x)[0], _RotaryCache()(x).numpy(),
+                                   rtol=1e-5, atol=1e-5)

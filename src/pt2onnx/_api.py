@@ -28,6 +28,7 @@ from pt2onnx.capture import (
     settle,
     split_trailing_kwargs,
     split_up_to,
+    without_far_split,
 )
 from pt2onnx.errors import (
     CaptureError,
@@ -188,6 +189,27 @@ def _export(
         custom_translations=custom_translations, weights=weights, dynamic=dynamic,
         legacy=legacy or _legacy.Options(), quantized_io=quantized_io, precision=precision,
         precision_io=precision_io, functions=functions)
+    try:
+        return _pipeline(call)
+    except _FarSplitFailed:
+        # A cache left far above the example was captured above it, and the capture up
+        # to it could not be joined: the export runs again keeping the cache's bound.
+        call = _normalize(
+            model, args, f, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+            input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes,
+            opset=opset, external_data=external_data, optimize=optimize, verify=verify,
+            report=report, custom_translations=custom_translations, weights=weights,
+            dynamic=dynamic, legacy=legacy or _legacy.Options(), quantized_io=quantized_io,
+            precision=precision, precision_io=precision_io, functions=functions)
+        with without_far_split():
+            return _pipeline(call)
+
+
+class _FarSplitFailed(Exception):
+    """The capture above a cache far above the example needs one up to it, which failed."""
+
+
+def _pipeline(call: _stages.Call) -> OnnxProgram:
     stages = _stages.Stages(call)
     rep = stages.rep
 
@@ -219,10 +241,12 @@ def _export(
             rep.warnings.extend(split_up_to(
                 prog, captured, rep, declared_min(call.spec, split), stages.dim_names or [],
                 stages.up_to, lambda low, cap: settle(low, cap, stages.at_one)))
-        for b in captured.below_minimum:
-            if b.excluded and any(n.startswith(f"{b.name} bounded to [")
-                                  for n in rep.dynamic_refinements):
-                raise CaptureError(b.excluded)
+        if any(n.startswith(f"{split} bounded to [") for n in rep.dynamic_refinements):
+            for b in captured.below_minimum:
+                if b.excluded:
+                    raise CaptureError(b.excluded)
+            if not any(b.name == split for b in captured.below_minimum):
+                raise _FarSplitFailed
     if call.functions is not None:  # module calls as ONNX functions, on the finished graph
         with rep.stage("functions"):
             stages.functions(prog)

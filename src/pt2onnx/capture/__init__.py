@@ -37,6 +37,7 @@ from pt2onnx.capture._dynamic import (
     without_dims,
 )
 from pt2onnx.capture._model_state import materialize_lazy
+from pt2onnx.capture._refine import without_far_split
 from pt2onnx.capture._resize import example_at, known_values, second_size
 from pt2onnx.capture._size_one import Unproved, ones_allowed, settle, trusted
 from pt2onnx.capture._up_to import split_up_to
@@ -70,5 +71,6 @@ __all__ = [
     "trusted",
     "user_dim_names",
     "without_dims",
+    "without_far_split",
 ]
 

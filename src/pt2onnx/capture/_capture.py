@@ -335,7 +335,8 @@ def _capture_declared(
         liftable = _below_minimum.liftable(refined.notes, positions, sizes)
         _check_example_fits(refined, args, kwargs, positions,
                             {p for t in ties for ps in t.names.values() for p in ps}
-                            | {(i, axis) for n, i, axis, _ in positions if n in liftable})
+                            | {(i, axis) for n, i, axis, _ in positions if n in liftable
+                               or (refined.split is not None and n == refined.split[0])})
         checked, unproved = _size_one.check(
             module, refined.program, strict, _symbol_names(positions, refined), ties)
         if _second_size.needed(refined.notes, refined.assumed):

@@ -7,7 +7,9 @@ and it runs once more; a guard it cannot prove is checked over the declared rang
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -145,8 +147,12 @@ def _past_a_cap(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
     lows = {a.name: max(int(getattr(a.dim, "min", 1) or 1), 1) for a in declared}
     # Only where every size cut off below the new minimum can be run (a cache left at
     # 2,048 keeps its bound: the sizes under it are too many to run one by one).
-    capped = {name: top for name, top in _capped_above_example(refined, declared).items()
-              if top + 1 - lows[name] <= MOST}
+    every = _capped_above_example(refined, declared)
+    capped = {name: top for name, top in every.items() if top + 1 - lows[name] <= MOST}
+    if not capped and len(every) == 1 and FAR_SPLIT.get():
+        # A cache left further above (at 2,048): the sizes under it are too many to run
+        # one by one, but they take a capture of their own (``_up_to``).
+        capped = every
     if not capped:
         return refined
     sizes = _with_ties({name: top + 1 for name, top in capped.items()}, refined.notes)
@@ -164,6 +170,21 @@ def _past_a_cap(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
     if len(capped) == 1:
         other.split = next(iter(capped.items()))
     return other
+
+
+# Whether a dim capped by a cache left more than MOST sizes above its minimum is captured
+# above the cache (the file then needs a capture up to it too, ``_up_to``); the export
+# is run again without that where the capture up to it cannot be joined.
+FAR_SPLIT: contextvars.ContextVar[bool] = contextvars.ContextVar("far_split", default=True)
+
+
+@contextlib.contextmanager
+def without_far_split() -> Iterator[None]:
+    token = FAR_SPLIT.set(False)
+    try:
+        yield
+    finally:
+        FAR_SPLIT.reset(token)
 
 
 _TIED_NOTE = re.compile(r"^(\w+) tied to other dims: \1 = (.+?)(?: by the guard .*)?$")
