@@ -182,27 +182,22 @@ def _export(
     precision: Any = "keep", precision_io: str = "keep", functions: Any = False,
 ) -> OnnxProgram:
     """The pipeline: each step is one call into one stage (_stages.py holds the glue)."""
-    call = _normalize(
-        model, args, f, kwargs=kwargs, dynamic_shapes=dynamic_shapes, input_names=input_names,
-        output_names=output_names, dynamic_axes=dynamic_axes, opset=opset,
-        external_data=external_data, optimize=optimize, verify=verify, report=report,
-        custom_translations=custom_translations, weights=weights, dynamic=dynamic,
-        legacy=legacy or _legacy.Options(), quantized_io=quantized_io, precision=precision,
-        precision_io=precision_io, functions=functions)
-    try:
-        return _pipeline(call)
-    except _FarSplitFailed:
-        # A cache left far above the example was captured above it, and the capture up
-        # to it could not be joined: the export runs again keeping the cache's bound.
-        call = _normalize(
+    def call() -> _stages.Call:
+        return _normalize(
             model, args, f, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
             input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes,
             opset=opset, external_data=external_data, optimize=optimize, verify=verify,
             report=report, custom_translations=custom_translations, weights=weights,
             dynamic=dynamic, legacy=legacy or _legacy.Options(), quantized_io=quantized_io,
             precision=precision, precision_io=precision_io, functions=functions)
+
+    try:
+        return _pipeline(call())
+    except _FarSplitFailed:
+        # A cache left far above the example was captured above it, and the capture up
+        # to it could not be joined: the export runs again keeping the cache's bound.
         with without_far_split():
-            return _pipeline(call)
+            return _pipeline(call())
 
 
 class _FarSplitFailed(Exception):
@@ -210,6 +205,7 @@ class _FarSplitFailed(Exception):
 
 
 def _pipeline(call: _stages.Call) -> OnnxProgram:
+    """One export of a normalized call, stage by stage."""
     stages = _stages.Stages(call)
     rep = stages.rep
 
