@@ -64,6 +64,44 @@ def _export_refined_all(
     module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
     strict: bool,
 ) -> Refined:
+    return _at_a_state_threshold(module, args, kwargs, spec,
+                                 _export_refined_any(module, args, kwargs, spec, strict))
+
+
+def _at_a_state_threshold(module: torch.nn.Module, args: tuple[Any, ...],
+                          kwargs: dict[str, Any], spec: Any, refined: Refined) -> Refined:
+    """``refined``, marked to split (``Refined.split``) where its range starts above the
+    example at a size where the model's state changes: captured on a grown example, the
+    refill of a cache the example's size does not reach was traced (a cache left at 7,
+    an example of 6, captured at 12: B >= 8). The sizes up to 7 then take a capture of
+    their own where they cannot all be run against eager (``_up_to``)."""
+    if refined.split is not None:
+        return refined
+    from pt2onnx.capture._resize import _grown
+
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
+    sizes = {a.name: a.size for a in declared if a.name is not None}
+    lows = [(m.group(1), int(m.group(2))) for m in map(_FROM_BELOW.match, refined.notes)
+            if m is not None and m.group(1) in sizes and sizes[m.group(1)] < int(m.group(2))]
+    if len(lows) != 1:
+        return refined
+    name, low = lows[0]
+    grown = _grown(args, kwargs, inputs, declared, None,
+                   _with_ties({name: low}, refined.notes))
+    if grown is None or _writes_state(module, args, kwargs) or not _writes_state(module, *grown):
+        return refined
+    refined.split = (name, low - 1)
+    return refined
+
+
+_FROM_BELOW = re.compile(r"^(\w+) bounded to \[(\d+), ")
+
+
+def _export_refined_any(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+    strict: bool,
+) -> Refined:
     inputs = bound_inputs(module, args, kwargs)
     declared = declared_axes(inputs, spec)
     _check_ranges(declared)
