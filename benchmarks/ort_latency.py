@@ -11,7 +11,9 @@ session and timed in the same rounds, whose ratio to the first shows the spread
 that the other ratios should be read against.
 
     python benchmarks/ort_latency.py                       # bert, distilbert, vit_b_16, resnet50
-    python benchmarks/ort_latency.py --models bert --rounds 100
+    python benchmarks/ort_latency.py --models bert --rounds 100 --keep /tmp/new
+    python benchmarks/ort_latency.py --models bert --files /tmp/old/bert.pt2onnx.onnx \
+        /tmp/new/bert.pt2onnx.onnx     # two builds' files of one model, with an A/A row
 
 The models are built from configs (transformers) or with ``weights=None``
 (torchvision): nothing is downloaded. BERT and DistilBERT run batch 1, sequence 128,
@@ -157,6 +159,27 @@ def _one(name: str, tmp: Path, rounds: int, warmup: int) -> dict[str, Any]:
     return result
 
 
+def _files(name: str, paths: list[Path], rounds: int, warmup: int) -> None:
+    """Times given files of one model (say, before and after a change to pt2onnx)
+    against the first, with the first loaded twice as the A/A control."""
+    import torch
+
+    torch.manual_seed(0)
+    _model, args = MODELS[name]()
+    arrays = [a.numpy() for a in args]
+    sessions = {}
+    for label, path in [(str(p), p) for p in paths] + [(f"{paths[0]} (A/A)", paths[0])]:
+        sess = _session(path)
+        sessions[label] = (sess, _feeds(sess, arrays))
+    medians = _interleaved(sessions, rounds, warmup)
+    first = medians[str(paths[0])]
+    print(f"\n{name}: medians of {rounds} interleaved rounds, 1 intra-op thread")
+    print("| file | ms | ratio to the first |")
+    print("|---|---|---|")
+    for label, m in medians.items():
+        print(f"| {label} | {m * 1e3:.2f} | {m / first:.3f} |")
+
+
 def _ratio(medians: dict[str, float], a: str, b: str) -> str:
     return f"{medians[a] / medians[b]:.3f}" if a in medians and b in medians else "-"
 
@@ -183,12 +206,20 @@ def main() -> int:
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--rounds", type=int, default=50, help="timed runs of each session")
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--keep", type=Path, help="write the files here (default: a temp dir)")
+    parser.add_argument("--files", nargs="+", type=Path,
+                        help="time these files of the one model in --models instead")
     args = parser.parse_args()
+    if args.files:
+        _files(args.models[0], args.files, args.rounds, args.warmup)
+        return 0
     results: dict[str, dict[str, Any]] = {}
     for name in args.models:
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
-            results[name] = _one(name, Path(tmp), args.rounds, args.warmup)
+            out = args.keep or Path(tmp)
+            out.mkdir(parents=True, exist_ok=True)
+            results[name] = _one(name, out, args.rounds, args.warmup)
             print(f"{name}: done in {time.perf_counter() - start:.0f} s", file=sys.stderr,
                   flush=True)
     _table(results, args.rounds)
