@@ -75,8 +75,8 @@ def _hidden_rows(g: RuleContext, scores: ir.Value, attn_mask: ir.Value, is_causa
     entry is -inf: that is when eager returns 0. Eager does not zero a row of the dtype's
     lowest value (transformers' convention): float32 and bfloat16 give the mean of the
     values (every score rounds to the same number), float16 the unmasked attention (its
-    kernel adds the mask in float32, a mere shift). Both agree with eager for finite
-    scores whose sum with a finite mask entry does not overflow to -inf. With is_causal
+    kernel adds the mask in float32, a mere shift). Both tests pick eager's rows for
+    finite scores whose sum with a finite mask entry does not overflow. With is_causal
     as well (torch before 2.14 accepts both) the causal part is not in the mask, and
     the scores decide, as before."""
     if is_causal:
