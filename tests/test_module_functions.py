@@ -257,3 +257,47 @@ def test_weights_as_graph_inputs() -> None:
         want = model(x)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5)
+
+
+class MaskedLayer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        return x + torch.nn.functional.scaled_dot_product_attention(h, h, h, attn_mask=keep)
+
+
+class MaskedStack(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.ModuleList(MaskedLayer() for _ in range(3))
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, keep)
+        return x
+
+
+@pytest.mark.parametrize("additive", [False, True], ids=["bool", "float"])
+def test_layers_sharing_an_attention_mask_keep_one_body(additive: bool) -> None:
+    """sdpa's fully-masked-row check reads the mask alone, so CSE computes it in the first
+    layer for all three: it moves out of the call, as shared shape arithmetic does."""
+    model = MaskedStack()
+    keep = torch.rand(2, 1, 5, 5) > 0.3
+    keep[:, :, 0] = False  # a query that sees no key
+    mask = torch.zeros(keep.shape).masked_fill(~keep, float("-inf")) if additive else keep
+    x = torch.randn(2, 2, 5, 16)  # [batch, heads, sequence, head size]
+    buf = io.BytesIO()
+    pt2onnx.export(model, (x, mask), buf, export_modules_as_functions={MaskedLayer})
+    proto = onnx.load_from_string(buf.getvalue())
+    onnx.checker.check_model(proto, full_check=True)
+    assert _calls(proto) == {"MaskedLayer": 3}
+    assert [f.name for f in proto.functions] == ["MaskedLayer"]
+    assert sum(n.op_type == "ArgMax" for n in proto.graph.node) == 1
+    got = ort.InferenceSession(proto.SerializeToString()).run(
+        None, {i.name: t.numpy() for i, t in zip(proto.graph.input, (x, mask))})[0]
+    with torch.no_grad():
+        np.testing.assert_allclose(got, model(x, mask).numpy(), rtol=1e-4, atol=1e-5)

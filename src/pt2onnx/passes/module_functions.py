@@ -17,7 +17,8 @@ functions of its submodules.
   64 elements, not a weight) become Constant nodes in the body, so layers with their
   own weights keep one body.
 - Integer shape arithmetic that CSE shared between calls (computed in the first layer,
-  read by the next ones) moves out of the call, so identical layers keep one body.
+  read by the next ones) moves out of the call, so identical layers keep one body; so
+  does attention's check for fully masked rows, which reads the shared mask alone.
 - A call whose nodes a node outside both reads from and feeds cannot become one node:
   it stays inline, and the result names it.
 - Types and shapes are left off the values inside a body (one body serves calls of
@@ -42,6 +43,10 @@ _SHAPE_OPS = frozenset({
     "Constant", "ConstantOfShape", "Range", "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs",
     "Equal", "Less", "Greater", "Where", "Max", "Min", "Expand", "Identity", "ReduceProd",
 })
+# sdpa's fully-masked-row check (rules/attention.py) reads only the mask, which the
+# layers share, and ends in a bool: hoisted like the shape arithmetic.
+_MASK_OPS = frozenset({"ArgMax", "GatherElements", "Not", "LessOrEqual"})
+_HOISTED_OPS = _SHAPE_OPS | _MASK_OPS
 _INTEGER = frozenset({ir.DataType.INT64, ir.DataType.INT32, ir.DataType.BOOL})
 
 
@@ -305,7 +310,8 @@ class _Extractor:
     # -- which nodes ------------------------------------------------------------------
     def _hoist(self, nodes: list[ir.Node], depth: int) -> list[ir.Node]:
         """What CSE shared between calls moves out of the call that computes it for
-        itself and for others: integer shape arithmetic, and what is computed from the
+        itself and for others: integer shape arithmetic, the masked-row check computed
+        from a shared attention mask, and what is computed from the
         weights alone (a weight transposed or cast once for a module called three times)."""
         inside = set(nodes)
         out: set[ir.Node] = set()
@@ -324,8 +330,8 @@ class _Extractor:
         return [n for n in nodes if n not in out]
 
     def _cone(self, node: ir.Node, inside: set[ir.Node], weights: bool) -> set[ir.Node] | None:
-        """``node`` and what it reads from inside the call, if all shape arithmetic
-        (``weights`` False) or all computed from initializers (True)."""
+        """``node`` and what it reads from inside the call, if all shape arithmetic or
+        mask ops (``weights`` False) or all computed from initializers (True)."""
         cone: set[ir.Node] = set()
         todo = [node]
         while todo:
@@ -333,7 +339,7 @@ class _Extractor:
             if n in cone:
                 continue
             if n.domain not in ("", "ai.onnx") or any(True for _ in _subgraphs(n)) \
-                    or len(cone) >= _CONE_LIMIT or (not weights and n.op_type not in _SHAPE_OPS):
+                    or len(cone) >= _CONE_LIMIT or (not weights and n.op_type not in _HOISTED_OPS):
                 return None
             cone.add(n)
             for v in n.inputs:

@@ -34,7 +34,9 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
         return g.cast(out, ir.DataType.BFLOAT16)
     scores = _scores(g, q, k, attn_mask, is_causal, scale, enable_gqa)
     out = g.op.MatMul(g.op.Softmax(scores, axis=-1), _gqa_v(g, q, v, enable_gqa))
-    return _zero_masked_rows(g, scores, out, q) if attn_mask is not None else out
+    if attn_mask is None:
+        return out
+    return _zero_masked_rows(g, _hidden_rows(g, scores, attn_mask, is_causal, q), out, q)
 
 
 @translation(present("_scaled_dot_product_flash_attention_for_cpu.default"))
@@ -46,25 +48,57 @@ def sdpa_flash_cpu(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value,
     scores = _scores(g, q, k, attn_mask, is_causal, scale, False)
     out = g.op.MatMul(g.op.Softmax(scores, axis=-1), v)
     if attn_mask is not None:
-        out = _zero_masked_rows(g, scores, out, q)
+        out = _zero_masked_rows(g, _hidden_rows(g, scores, attn_mask, is_causal, q), out, q)
     lse_dtype = onnx_dtype(g.meta[1].dtype)
     lse = g.op.ReduceLogSumExp(g.cast(scores, lse_dtype), g.const([-1]), keepdims=0)
     return out, lse
 
 
-def _zero_masked_rows(g: RuleContext, scores: ir.Value, out: ir.Value, q: ir.Value) -> ir.Value:
+def _zero_masked_rows(g: RuleContext, hidden: ir.Value, out: ir.Value, q: ir.Value) -> ir.Value:
     """torch's sdpa returns 0 for a query whose mask hides every key (softmax over all
     -inf would be NaN). A left-padded batch has such rows, and a NaN there reaches the
     next layer's keys and values, where even a zero attention weight keeps it."""
-    # The row's maximum as ArgMax + GatherElements, not ReduceMax: onnxruntime's symbolic
-    # shape inference (which its transformer optimizer needs to fuse SkipLayerNorm)
-    # cannot infer a ReduceMax whose axes are an input (opset 18+), and stops there.
-    best = g.op.GatherElements(scores, g.op.ArgMax(scores, axis=-1, keepdims=1), axis=-1)
     # The scores' dtype is q's, which is not the node's output dtype where bfloat16
     # attention is computed in float32 (g.dtype would be bfloat16 there).
     dtype = dtype_of(q)
-    hidden = g.op.LessOrEqual(best, g.const(_lowest(dtype), dtype))  # -inf or the lowest
     return g.op.Where(hidden, g.const(0.0, dtype), out)
+
+
+def _hidden_rows(g: RuleContext, scores: ir.Value, attn_mask: ir.Value, is_causal: bool,
+                 q: ir.Value) -> ir.Value:
+    """The rows whose every key is hidden, shaped [..., Lq, 1] to broadcast against the
+    output. Read from the mask alone where that is the same answer: the mask is shared
+    by every layer of a model (usually [B, 1, Lq, Lk]), so the optimizer's CSE computes
+    it once instead of once per layer over the [B, H, Lq, Lk] scores.
+
+    A bool mask hides a row iff no key in it is True. A float mask hides it iff every
+    entry is -inf: that is when eager returns 0. Eager does not zero a row of the dtype's
+    lowest value (transformers' convention): float32 and bfloat16 give the mean of the
+    values (every score rounds to the same number), float16 the unmasked attention (its
+    kernel adds the mask in float32, a mere shift). Both tests pick eager's rows for
+    finite scores whose sum with a finite mask entry does not overflow. With is_causal
+    as well (torch before 2.14 accepts both) the causal part is not in the mask, and
+    the scores decide, as before."""
+    if is_causal:
+        return _row_max_is_lowest(g, scores, dtype_of(q))
+    if attn_mask.dtype == ir.DataType.BOOL:
+        return g.op.Not(_row_max(g, attn_mask, g.op.Cast(attn_mask, to=ir.DataType.INT32)))
+    mask = g.cast(attn_mask, dtype_of(q))  # the scores' own Cast: CSE shares it
+    return g.op.LessOrEqual(_row_max(g, mask, mask), g.const(-math.inf, dtype_of(q)))
+
+
+def _row_max_is_lowest(g: RuleContext, scores: ir.Value, dtype: ir.DataType) -> ir.Value:
+    return g.op.LessOrEqual(_row_max(g, scores, scores),  # -inf or the lowest
+                            g.const(_lowest(dtype), dtype))
+
+
+def _row_max(g: RuleContext, x: ir.Value, order: ir.Value) -> ir.Value:
+    """x's entry at the first maximum of ``order`` over the last axis, keeping the axis.
+
+    ArgMax + GatherElements, not ReduceMax: onnxruntime's symbolic shape inference
+    (which its transformer optimizer needs to fuse SkipLayerNorm) cannot infer a
+    ReduceMax whose axes are an input (opset 18+), and stops there."""
+    return g.op.GatherElements(x, g.op.ArgMax(order, axis=-1, keepdims=1), axis=-1)
 
 
 def _gqa_v(g: RuleContext, q: ir.Value, v: ir.Value, enable_gqa: bool) -> ir.Value:
