@@ -451,3 +451,20 @@ def test_a_narrowing_where_eager_itself_fails_is_counted_apart() -> None:
                          "(EAGER RUNS AT B=1)"})
     assert tally.as_dict()["export_error"] == 2
     assert tally.as_dict()["export_error_model_range"] == 1
+
+
+def test_a_cache_just_above_the_example_is_split_at_its_length() -> None:
+    """Fuzz seed 4111, program 79: a growing cache left at 7 by an earlier call, an
+    example of 6 (B declared from 4). Captured on a grown example, the refill is traced
+    and B >= 8 proved; eager fails on the example resized to 7, so the run below stopped
+    at 8 and the export was refused (its range would exclude the example). The sizes up
+    to 7 now take a capture of their own."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" / "cache_just_above_the_example_79.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls == "ok", outcome
