@@ -95,6 +95,10 @@ def test_vlm_text_decoder_generates_the_whole_models_greedy_tokens_in_genai(name
     assert result.genai_config["model"]["type"] == GENAI_TYPE[name]
     assert not [w for w in result.warnings if "from_pretrained" in w]  # streamed
     proto = onnx.load(str(result.model_path), load_external_data=False)
+    # Every layer's rotary inside GroupQueryAttention (positions from the mask's
+    # lengths), as the builder's fused graphs; LFM2-VL keeps the model's attention ops.
+    inputs = {i.name for i in proto.graph.input}
+    assert ("position_ids" in inputs) == (name == "lfm2_vl")
     weights = [i.name for i in proto.graph.initializer]
     assert not [w for w in weights if "vision" in w or "visual" in w or "projector" in w]
     want = _reference(model, [PROMPT])
@@ -103,15 +107,27 @@ def test_vlm_text_decoder_generates_the_whole_models_greedy_tokens_in_genai(name
 
 
 @pytest.mark.models
-def test_qwen2_5_vl_batch_of_two_prompts(tmp_path):
-    """Batch 2: genai feeds each row its text positions, which the graph gives all three
-    rotary sections, as the model does for a text prompt."""
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "plain"])
+def test_qwen2_5_vl_batch_of_two_prompts(fused, tmp_path):
+    """Batch 2, through both graphs: fused, every layer's rotary inside
+    GroupQueryAttention (its table the model's rotary module run at every position with
+    the three sections' positions equal, as for text) and no position_ids, as the
+    builder's fused graphs; plain, ``position_ids`` ``[batch_size, sequence_length]``,
+    which the model gives all three sections (genai 0.18 feeds each row its text
+    positions). genai's tokens equal the whole model's."""
     _genai()
     model = _checkpoint("qwen2_5_vl", tmp_path / "ckpt", seed=1)
-    pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx", fused_ops=fused)
+    proto = onnx.load(str(result.model_path), load_external_data=False)
+    inputs = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+              for i in proto.graph.input}
+    if fused:
+        assert "position_ids" not in inputs
+        assert {n.op_type for n in proto.graph.node} >= {"GroupQueryAttention"}
+    else:
+        assert inputs["position_ids"] == ["batch_size", "sequence_length"]
     prompts = [PROMPT, [1, 40, 41, 42, 43, 44]]
     assert _genai_tokens(tmp_path / "onnx", prompts) == _reference(model, prompts)
-
 
 def test_vlm_without_a_text_decoder_type_is_refused_naming_it(tmp_path):
     """A vision-language checkpoint whose text decoder export-llm does not write (LLaVA:
