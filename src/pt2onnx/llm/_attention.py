@@ -165,7 +165,8 @@ def _rotary_module(model: torch.nn.Module) -> tuple[torch.nn.Module, list[str | 
     (dynamic NTK and LongRoPE rescale with it)."""
     # The decoder's own: a vision-language model's vision tower has one too (Pixtral's,
     # Qwen2.5-VL's), which its text decoder never runs.
-    decoder = model.get_decoder() if callable(getattr(model, "get_decoder", None)) else None
+    get_decoder = getattr(model, "get_decoder", None)
+    decoder = get_decoder() if callable(get_decoder) else None
     root = decoder if isinstance(decoder, torch.nn.Module) else model
     found = [m for m in root.modules() if type(m).__name__.endswith("RotaryEmbedding")]
     if len(found) != 1:
