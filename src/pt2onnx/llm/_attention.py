@@ -163,7 +163,12 @@ def _rotary_module(model: torch.nn.Module) -> tuple[torch.nn.Module, list[str | 
     (``[None]``: one table for every layer; Gemma 3's module makes one per layer type,
     its ``rope_type`` a dict), if its tables do not depend on the sequence length
     (dynamic NTK and LongRoPE rescale with it)."""
-    found = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")]
+    # The decoder's own: a vision-language model's vision tower has one too (Pixtral's,
+    # Qwen2.5-VL's), which its text decoder never runs.
+    get_decoder = getattr(model, "get_decoder", None)
+    decoder = get_decoder() if callable(get_decoder) else None
+    root = decoder if isinstance(decoder, torch.nn.Module) else model
+    found = [m for m in root.modules() if type(m).__name__.endswith("RotaryEmbedding")]
     if len(found) != 1:
         return None
     rope_type = getattr(found[0], "rope_type", None)

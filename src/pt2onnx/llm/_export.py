@@ -551,14 +551,15 @@ def _load(model_or_dir: Any, dtype: torch.dtype, notes: list[str],
 
 def _load_pretrained(folder: Path, dtype: torch.dtype, config: Any = None,
                      ) -> tuple[torch.nn.Module, Path]:
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     if config is None:
         config = AutoConfig.from_pretrained(folder)
+    auto = _families.auto_class(config)
     try:
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+        model = auto.from_pretrained(folder, dtype=dtype)
     except TypeError:  # transformers < 4.56 names it torch_dtype
-        model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=dtype)
+        model = auto.from_pretrained(folder, torch_dtype=dtype)
     except ValueError as exc:
         raise InvalidInputError(
             f"transformers has no causal-LM class for {folder} ({config.model_type}): {exc} "

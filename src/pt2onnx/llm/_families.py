@@ -8,6 +8,18 @@ from typing import Any
 
 from pt2onnx.errors import InvalidInputError
 
+# Vision-language checkpoints (transformers model_type) export-llm writes the text
+# decoder of (its embedding, layers and LM head, for a text prompt), and the type
+# onnxruntime-genai's builder gives that decoder when it writes the embedding into it
+# (issue 40). The vision tower is not exported.
+VLM_TEXT = {
+    "qwen2_5_vl": "qwen2_5_vl_text",
+    "qwen3_vl": "qwen3_vl_text",
+    "gemma3": "gemma3_vl_text",
+    "mistral3": "mistral3_text",
+    "lfm2_vl": "lfm2_vl_text",  # LFM2's convolution states beside the key/values
+}
+
 # transformers model_type -> the "type" onnxruntime-genai is given. genai runs every
 # type in its LLM list through the same decoder-only model; "decoder" is its generic
 # name. "gpt2" is not used for GPT-2: genai maps it to its legacy GPT model, which
@@ -45,6 +57,7 @@ GENAI_TYPES = {
     "olmo": "decoder",
     "phimoe": "decoder",
     "smollm3": "decoder",
+    **VLM_TEXT,
 }
 
 # Families that can't be exported for genai's decoder loop, and why.
@@ -88,7 +101,7 @@ class Layout:
 
 # Hybrid families export-llm lays out as onnxruntime-genai's builder does: model_type ->
 # the state-holding layer kinds it writes (see _hybrid).
-HYBRID_KINDS = {"lfm2": frozenset({"conv"}),
+HYBRID_KINDS = {**dict.fromkeys(("lfm2", "lfm2_vl"), frozenset({"conv"})),
                 **dict.fromkeys(("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
                                 frozenset({"linear_attention"}))}
 
@@ -175,6 +188,35 @@ def check_family(config: Any) -> str:
             "past_key_values.{i}.key/.value. Next step: export its forward with "
             "pt2onnx.export and drive the state yourself.")
     return model_type
+
+
+def auto_class(config: Any) -> Any:
+    """The transformers auto class a checkpoint of this config loads with: the
+    image-text-to-text one for the vision-language families (transformers has no
+    causal-LM class for most of them), the causal-LM one for the others."""
+    import transformers
+
+    model_type = str(getattr(config, "model_type", "") or "")
+    if model_type in VLM_TEXT:
+        return transformers.AutoModelForImageTextToText
+    if getattr(config, "vision_config", None) is not None and not _has_causal_lm(model_type):
+        raise InvalidInputError(
+            f"{label(config)} is a vision-language model whose text decoder export-llm does "
+            f"not write: transformers has no causal-LM class for {model_type}, and "
+            f"export-llm writes the text decoder of {', '.join(VLM_TEXT)} checkpoints only "
+            "(under the types onnxruntime-genai's model builder gives them). Next step: save "
+            "its language model with its LM head as a checkpoint of the text family's "
+            "*ForCausalLM class (LLaVA's: LlamaForCausalLM) and export that, or export its "
+            "forward with pt2onnx.export.")
+    return transformers.AutoModelForCausalLM
+
+
+def _has_causal_lm(model_type: str) -> bool:
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:  # another transformers: from_config says
+        return True
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 
 def text_attr(config: Any, *names: str, default: Any = None) -> Any:

@@ -178,13 +178,13 @@ def load(folder: Path, config: Any, dtype: torch.dtype) -> tuple[torch.nn.Module
     if getattr(config, "quantization_config", None) is not None:
         raise NotStreamable("the checkpoint is quantized (its config has a "
                             "quantization_config), and transformers converts it as it loads")
-    from transformers import AutoModelForCausalLM
+    from pt2onnx.llm._families import auto_class
 
     with _params_on_meta():
         try:
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+            model = auto_class(config).from_config(config, dtype=dtype)
         except TypeError:  # transformers < 4.56 names it torch_dtype
-            model = AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+            model = auto_class(config).from_config(config, torch_dtype=dtype)
     keep = [*(getattr(model, "_keep_in_fp32_modules", None) or []),
             *(getattr(model, "_keep_in_fp32_modules_strict", None) or [])]
     if keep and dtype != torch.float32:
@@ -442,7 +442,7 @@ def stand_in(model: torch.nn.Module, layout: Any, dtype: torch.dtype) -> tuple[A
     import copy
     import dataclasses
 
-    from transformers import AutoModelForCausalLM
+    from pt2onnx.llm._families import auto_class
 
     cut: Any = copy.deepcopy(getattr(model, "config"))  # noqa: B009
     text = cut.get_text_config() if hasattr(cut, "get_text_config") else cut
@@ -476,8 +476,8 @@ def stand_in(model: torch.nn.Module, layout: Any, dtype: torch.dtype) -> tuple[A
     with torch.random.fork_rng():
         torch.manual_seed(0)
         try:
-            real = AutoModelForCausalLM.from_config(cut, dtype=dtype)
+            real = auto_class(cut).from_config(cut, dtype=dtype)
         except TypeError:  # transformers < 4.56 names it torch_dtype
-            real = AutoModelForCausalLM.from_config(cut, torch_dtype=dtype)
+            real = auto_class(cut).from_config(cut, torch_dtype=dtype)
     return real.eval(), dataclasses.replace(layout, num_layers=keep,
                                             vocab_size=min(layout.vocab_size, _STAND_IN_VOCAB))
