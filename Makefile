@@ -80,13 +80,13 @@ test-newest:
 	venv=$$($(MKVENV) newest dev,llm) && $(IN_SRC) $$venv/bin/python -m pt2onnx doctor && \
 	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 $(FAST) && \
 	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 -m "models and not slow" tests/models/test_hf_zoo.py -k "$(MODELS_HF_CI)" && \
-	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 tests/test_export_llm.py tests/test_llm_stamp.py tests/test_llm_fused.py tests/test_llm_meta.py tests/test_llm_whisper.py tests/test_llm_hybrid.py
+	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 tests/test_export_llm.py tests/test_llm_stamp.py tests/test_llm_fused.py tests/test_llm_meta.py tests/test_llm_whisper.py tests/test_llm_hybrid.py tests/test_llm_vlm.py
 
 # export-llm: every decoder family through onnxruntime-genai's generation loop (the llm
 # extra; without it these tests skip), on the dev pins.
 LLM_TORCH ?= 2.13.0
 test-llm:
-	venv=$$($(MKVENV) $(LLM_TORCH) dev,llm) && $(IN_SRC) $$venv/bin/python -m pytest -q -n 2 tests/test_export_llm.py tests/test_llm_stamp.py tests/test_llm_fused.py tests/test_llm_meta.py tests/test_llm_whisper.py tests/test_llm_hybrid.py
+	venv=$$($(MKVENV) $(LLM_TORCH) dev,llm) && $(IN_SRC) $$venv/bin/python -m pytest -q -n 2 tests/test_export_llm.py tests/test_llm_stamp.py tests/test_llm_fused.py tests/test_llm_meta.py tests/test_llm_whisper.py tests/test_llm_hybrid.py tests/test_llm_vlm.py
 
 # export-llm against onnxruntime-genai's model builder: export time, size, ms per token.
 bench-llm:
