@@ -39,7 +39,7 @@ def _config(layers: int) -> Any:
 def _meta_model(layers: int) -> Any:
     import transformers
 
-    from pt2onnx.llm._meta import _params_on_meta as params_on_meta
+    from pt2onnx.llm import params_on_meta
 
     with params_on_meta():
         return transformers.LlamaForCausalLM(_config(layers)).eval()
@@ -48,7 +48,7 @@ def _meta_model(layers: int) -> Any:
 def write_weights(path: Path, layers: int) -> int:
     import torch
 
-    from pt2onnx.save._weights import write_safetensors
+    from pt2onnx.save import write_safetensors
 
     state = _meta_model(layers).state_dict()
     gen = torch.Generator().manual_seed(0)

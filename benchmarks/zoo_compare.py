@@ -186,7 +186,7 @@ def _one_dynamic(exporter: str, factory: Any, tmp: Path) -> dict[str, Any]:
     import onnxruntime as ort
     import torch
 
-    from pt2onnx.capture._dynamic import bound_inputs, tensor_leaves
+    from pt2onnx.capture import bound_inputs, tensor_leaves
     from pt2onnx.verify import compare, flatten_tensors, to_numpy
 
     torch.manual_seed(0)

@@ -242,6 +242,16 @@ def test_imports_across_folders_go_through_doors() -> None:
                        "(its __all__) and import it from there.")
 
 
+def test_benchmarks_go_through_the_doors_too() -> None:
+    """The benchmarks are a user of the package: they import each folder through its door
+    (``benchmarks/meta_export.py`` reached into ``llm._meta`` and ``save._weights``)."""
+    known = modules()
+    edges = {f"benchmarks.{p.stem}": imports(f"benchmarks.{p.stem}", p, known)
+             for p in sorted((ROOT / "benchmarks").glob("*.py"))}
+    found = door_violations(edges, known)
+    assert not found, "benchmarks around a folder's door:\n" + "\n".join(found)
+
+
 def test_the_door_check_fails_on_a_planted_violation(tmp_path: Path) -> None:
     """A rule that reaches into translate's registry is caught; the same name through the
     rule API, and a folder using its own private module, are not."""

@@ -175,11 +175,11 @@ def test_a_checkpoint_without_safetensors_is_not_streamed(tmp_path):
 @pytest.mark.skipif(not _compat.META_DEVICE_EXPORT,
                     reason="torch before 2.13 cannot capture on the meta device: nothing streams")
 def test_a_checkpoint_naming_a_tensor_otherwise_is_not_streamed(tmp_path):
-    from pt2onnx.save._weights import write_safetensors
+    from pt2onnx.save import write_safetensors
 
     config = FAMILIES["llama"]()
     config.save_pretrained(tmp_path)
-    with _meta._params_on_meta():
+    with _meta.params_on_meta():
         state = transformers.AutoModelForCausalLM.from_config(config).state_dict()
     state["lm_head.weight_renamed"] = state.pop("lm_head.weight")
     write_safetensors(tmp_path / "model.safetensors", state,

@@ -12,7 +12,7 @@ import torch
 
 import pt2onnx
 from pt2onnx import _compat
-from pt2onnx.save._weights import write_safetensors
+from pt2onnx.save import write_safetensors
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 pytestmark = pytest.mark.skipif(

@@ -5,6 +5,7 @@ May import: ``_api`` and every stage below it. Must not import: the package's
 """
 
 from pt2onnx.llm._export import LLMExport, export_llm
+from pt2onnx.llm._meta import params_on_meta
 from pt2onnx.llm._quant import quantize_rtn
 
-__all__ = ["LLMExport", "export_llm", "quantize_rtn"]
+__all__ = ["LLMExport", "export_llm", "params_on_meta", "quantize_rtn"]

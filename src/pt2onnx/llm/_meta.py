@@ -180,7 +180,7 @@ def load(folder: Path, config: Any, dtype: torch.dtype) -> tuple[torch.nn.Module
                             "quantization_config), and transformers converts it as it loads")
     from pt2onnx.llm._families import auto_class
 
-    with _params_on_meta():
+    with params_on_meta():
         try:
             model = auto_class(config).from_config(config, dtype=dtype)
         except TypeError:  # transformers < 4.56 names it torch_dtype
@@ -214,7 +214,7 @@ def _safetensors_files(folder: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def _params_on_meta() -> Iterator[None]:
+def params_on_meta() -> Iterator[None]:
     """Every parameter registered meanwhile goes to the meta device; buffers stay real.
 
     A module's parameter is made (empty, untouched) on the CPU, then moved here as it is

@@ -11,10 +11,10 @@ anything above them.
 # The door: what other folders may use. Imports from outside this folder name these,
 # never a private module.
 from pt2onnx.save._save import PROTO_LIMIT_BYTES, check_path, initializer_bytes, is_meta, save_model
-from pt2onnx.save._weights import Safetensors, WeightSource
+from pt2onnx.save._weights import Safetensors, WeightSource, write_safetensors
 
 __all__ = [
     "PROTO_LIMIT_BYTES", "Safetensors", "WeightSource", "check_path", "initializer_bytes",
-    "is_meta", "save_model",
+    "is_meta", "save_model", "write_safetensors",
 ]
 
