@@ -241,12 +241,7 @@ class Stages:
         self.dim_names = user_dim_names(
             call.model, *_example_of(captured, call.args, call.kwargs), self.dynamic_shapes,
             captured.program)
-        for tie in captured.ties:  # dims that broadcast: each input keeps its own name
-            for name, positions in tie.names.items():
-                for i, axis in positions:
-                    if i < len(self.dim_names):
-                        self.dim_names[i][axis] = name
-            self.tie_sizes[str(tie.symbol)] = [p for ps in tie.names.values() for p in ps]
+        self.tie_sizes.update(_tie_names(self.dim_names, captured.ties))
 
     def choose_opset(self, captured: CaptureResult, highest: int) -> None:
         """Where the caller named no opset and the captured program holds a type ONNX has
@@ -453,14 +448,7 @@ class Stages:
         program = self.decompose(cap)
         names = user_dim_names(call.model, *_example_of(cap, call.args, call.kwargs), spec,
                                cap.program)
-        ties: dict[str, list[tuple[int, int]]] = {}
-        for tie in cap.ties:
-            for tied, positions in tie.names.items():
-                for i, axis in positions:
-                    if i < len(names):
-                        names[i][axis] = tied
-            ties[str(tie.symbol)] = [p for ps in tie.names.values() for p in ps]
-        translator = self._translator(program, names, ties)
+        translator = self._translator(program, names, _tie_names(names, cap.ties))
         low = copy.copy(prog)
         low.model, low._session = self.optimize(translator.run()), None
         low._program, low._fx_values = program, translator.fx_values
@@ -555,6 +543,20 @@ def _quantized_leaf(t: torch.Tensor, where: str, with_qparams: bool) -> Any:
     if not with_qparams:
         return quantized_io.QuantizedLeaf(name)
     return quantized_io.QuantizedLeaf(name, float(t.q_scale()), int(t.q_zero_point()))
+
+
+def _tie_names(dim_names: list[dict[int, str]], ties: list[Any],
+               ) -> dict[str, list[tuple[int, int]]]:
+    """Dims that broadcast against each other (``ties``): each input keeps its own name
+    in ``dim_names`` (changed in place); returns the tie's symbol -> its positions."""
+    sizes = {}
+    for tie in ties:
+        for name, positions in tie.names.items():
+            for i, axis in positions:
+                if i < len(dim_names):
+                    dim_names[i][axis] = name
+        sizes[str(tie.symbol)] = [p for ps in tie.names.values() for p in ps]
+    return sizes
 
 
 def _example_of(

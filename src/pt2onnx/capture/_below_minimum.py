@@ -23,7 +23,7 @@ import torch
 
 from pt2onnx.capture._size_one import Unproved
 
-_BOUNDED = re.compile(r"^(\w+) bounded to \[(\d+), ")
+BOUNDED = re.compile(r"^(\w+) bounded to \[(\d+), ")
 MOST = 32  # sizes below the new minimum checked one by one; more: the narrowing stands
 
 
@@ -51,7 +51,7 @@ def liftable(notes: list[str], positions: list[tuple[str, int, int, int]],
     ``MOST`` sizes above the declared minimum: name -> the example's size."""
     found = {}
     for note in notes:
-        m = _BOUNDED.match(note)
+        m = BOUNDED.match(note)
         if m is None or m.group(1) not in sizes:
             continue
         name, minimum = m.group(1), int(m.group(2))
@@ -76,7 +76,7 @@ def points(module: torch.nn.Module, program: torch.export.ExportedProgram,
     known = root_symbols(program)
     found = []
     for note in refinements:
-        m = _BOUNDED.match(note)
+        m = BOUNDED.match(note)
         if m is None or m.group(1) not in symbols or symbols[m.group(1)] not in known:
             continue
         name, minimum = m.group(1), int(m.group(2))

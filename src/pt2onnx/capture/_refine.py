@@ -82,7 +82,9 @@ def _at_a_state_threshold(module: torch.nn.Module, args: tuple[Any, ...],
     inputs = bound_inputs(module, args, kwargs)
     declared = declared_axes(inputs, spec)
     sizes = {a.name: a.size for a in declared if a.name is not None}
-    lows = [(m.group(1), int(m.group(2))) for m in map(_FROM_BELOW.match, refined.notes)
+    from pt2onnx.capture._below_minimum import BOUNDED
+
+    lows = [(m.group(1), int(m.group(2))) for m in map(BOUNDED.match, refined.notes)
             if m is not None and m.group(1) in sizes and sizes[m.group(1)] < int(m.group(2))]
     if len(lows) != 1:
         return refined
@@ -93,9 +95,6 @@ def _at_a_state_threshold(module: torch.nn.Module, args: tuple[Any, ...],
         return refined
     refined.split = (name, low - 1)
     return refined
-
-
-_FROM_BELOW = re.compile(r"^(\w+) bounded to \[(\d+), ")
 
 
 def _export_refined_any(
@@ -225,7 +224,7 @@ def without_far_split() -> Iterator[None]:
         FAR_SPLIT.reset(token)
 
 
-_TIED_NOTE = re.compile(r"^(\w+) tied to other dims: \1 = (.+?)(?: by the guard .*)?$")
+TIED_NOTE = re.compile(r"^(\w+) tied to other dims: \1 = (.+?)(?: by the guard .*)?$")
 
 
 def _with_ties(sizes: dict[str, int], notes: list[str]) -> dict[str, int]:
@@ -236,7 +235,7 @@ def _with_ties(sizes: dict[str, int], notes: list[str]) -> dict[str, int]:
 
     out = dict(sizes)
     for note in notes:
-        m = _TIED_NOTE.match(note)
+        m = TIED_NOTE.match(note)
         if m is None or m.group(1) in out:
             continue
         try:
@@ -458,7 +457,7 @@ def _grown_refined(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[
     return None
 
 
-_BOUNDED = re.compile(r"^(\w+) bounded to \[(\d+), (\w+)\]")
+BOUNDED_RANGE = re.compile(r"^(\w+) bounded to \[(\d+), (\w+)\]")
 
 
 def _raises_a_minimum(notes: list[str], declared: list[DeclaredAxis]) -> bool:
@@ -468,7 +467,7 @@ def _raises_a_minimum(notes: list[str], declared: list[DeclaredAxis]) -> bool:
     raised = False
     maxima = {a.name: getattr(a.dim, "max", None) for a in declared if a.name}
     for note in notes:
-        m = _BOUNDED.match(note)
+        m = BOUNDED_RANGE.match(note)
         if m is None:
             continue
         upper, declared_max = m.group(3), maxima.get(m.group(1))

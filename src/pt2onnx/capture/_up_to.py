@@ -15,25 +15,27 @@ cache as the model holds it.
 
 from __future__ import annotations
 
-import re
+import math
 from collections.abc import Callable
 from typing import Any
 
-_BOUNDED = re.compile(r"^(\w+) bounded to \[(\d+), (\d+|inf)\]")
-_TIED = re.compile(r"^(\w+) tied to other dims: \1 = (\S+)")
+from pt2onnx.capture._refine import BOUNDED_RANGE, TIED_NOTE
 
 
 def _ranges(notes: list[str]) -> dict[str, tuple[int, float]]:
+    """name -> (low, high) of each ``name bounded to [low, high]`` (high inf, oo or
+    int_oo: no bound)."""
     found: dict[str, tuple[int, float]] = {}
     for note in notes:
-        m = _BOUNDED.match(note)
+        m = BOUNDED_RANGE.match(note)
         if m is not None:
-            found[m.group(1)] = (int(m.group(2)), float(m.group(3)))
+            high = m.group(3)
+            found[m.group(1)] = (int(m.group(2)), float(high) if high.isdigit() else math.inf)
     return found
 
 
 def _ties(notes: list[str]) -> set[tuple[str, str]]:
-    return {(m.group(1), m.group(2)) for m in map(_TIED.match, notes) if m is not None}
+    return {(m.group(1), m.group(2)) for m in map(TIED_NOTE.match, notes) if m is not None}
 
 
 def _covers(low: list[str], general: list[str], name: str, lowest: int, top: int) -> bool:
