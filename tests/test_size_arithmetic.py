@@ -320,3 +320,59 @@ def test_an_integer_arange_with_fractional_arguments(dtype, end, step):
         got = prog.run(x)[0]
         assert got.shape == tuple(expected.shape), (n, got, expected)
         np.testing.assert_array_equal(got, expected.numpy())
+
+
+class _IntOfNegative(torch.nn.Module):
+    """The fuzzer's seed 5227 program 2499: ``int()`` truncates toward zero, so the
+    start is 0 for t <= 2 and -1, -2, ... above."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[..., int(-x.size(-1) / 3):] * 2
+
+
+@pytest.mark.parametrize("example", [2, 5])
+def test_int_of_a_negative_division_is_right_at_every_size(example: int) -> None:
+    """From an example of 2, non-strict torch.export guards
+    ``Eq(TruncToInt(IntTrueDiv(-t, 3)), 0)`` (true for t <= 2 only) and keeps t's range
+    whole: the file returned the whole row where eager returns a third. The guard is
+    judged over the range now (``_guards_hold.accepted_guards``): the capture is bounded
+    to t <= 2, and strict mode's general graph is taken instead."""
+    model = _IntOfNegative()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(model, (torch.randn(1, example),),
+                              dynamic_shapes={"x": {1: Dim("t", min=1, max=64)}})
+    for t in (1, 2, 3, 4, 5, 7, 9, 63, 64):
+        x = torch.randn(1, t)
+        got = prog.run(x)[0]
+        assert got.shape == tuple(model(x).shape), t
+        np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6)
+
+
+def test_a_guard_torch_export_accepted_unproved_is_judged_over_the_range() -> None:
+    """The non-strict capture itself, judged: the guard fails at every size from 3 on,
+    so the range is reported bounded to at most 2 (the sizes the file is right at)."""
+    from pt2onnx.capture._dynamic import Refined
+    from pt2onnx.capture._guards_hold import accepted_guards
+    from pt2onnx.capture._resize import user_shapes
+
+    ep = torch.export.export(_IntOfNegative(), (torch.randn(1, 2),),
+                             dynamic_shapes={"x": {1: Dim("t", min=1, max=64)}}, strict=False)
+    (symbol,) = [d.node.expr for d in user_shapes(ep)[0] if isinstance(d, torch.SymInt)]
+    if str(ep.range_constraints[symbol].upper) != "64":
+        pytest.skip(f"torch {torch.__version__} bounds t itself: nothing left to judge")
+    notes = accepted_guards(Refined(ep, None), {symbol: "t"})
+    assert any(n.startswith("t bounded to at most 2:") for n in notes), notes
+
+
+def test_a_wrong_static_dim_in_the_declared_output_shape_is_a_mismatch() -> None:
+    """A file that computes the right values but declares a static dim that differs
+    (onnxruntime only warns) does not verify."""
+    from pt2onnx.verify import compare
+
+    expected = [torch.ones(1, 2)]
+    actual = [np.ones((1, 2), np.float32)]
+    assert compare(["y"], expected, actual, declared=[(1, None)]).ok
+    wrong = compare(["y"], expected, actual, declared=[(1, 1)])
+    assert not wrong.ok and wrong.outputs[0].declared_shape == (1, 1)
+    assert "declares the shape (1, 1)" in str(wrong)

@@ -22,6 +22,7 @@ from pt2onnx.verify import (
     TOLERANCES,
     VerificationResult,
     compare,
+    declared_shapes,
     flatten_outputs,
     flatten_tensors,
     narrowest_float,
@@ -364,7 +365,8 @@ class OnnxProgram:
             actual = actual[: len(actual) - self._extra_outputs]
         names = [v.name or f"output_{i}" for i, v in enumerate(self.model.graph.outputs)]
         actual, names = self._dequantized_outputs(actual, names)
-        result = compare(names, expected, actual, atol, rtol)
+        result = compare(names, expected, actual, atol, rtol,
+                         declared_shapes(self.model.graph.outputs))
         found = None
         if bisect and not result.ok and self._program is not None:
             found = bisect_nodes(self.model, self._program, self._fx_values, arrays,

@@ -22,10 +22,14 @@ class OutputComparison:
     tolerance: float
     shape_ok: bool
     dtype_ok: bool
+    # The file's declared shape (int per static dim, None per symbolic one) where a
+    # static dim of it differs from what the file computed; None when it fits.
+    declared_shape: tuple[int | None, ...] | None = None
 
     @property
     def ok(self) -> bool:
-        return self.shape_ok and self.dtype_ok and self.max_abs_error <= self.tolerance
+        return (self.shape_ok and self.dtype_ok and self.declared_shape is None
+                and self.max_abs_error <= self.tolerance)
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,11 @@ class VerificationResult:
                 f"| {o.name} | {o.max_abs_error:.3g} | {o.max_rel_error:.3g} | "
                 f"{o.tolerance:.3g} | {'yes' if o.ok else 'NO'} |"
             )
+        for o in self.outputs:
+            if o.declared_shape is not None:
+                shown = tuple("?" if d is None else d for d in o.declared_shape)
+                rows += ["", f"{o.name}: the file declares the shape {shown}, and computes "
+                         "another (a static dim of the file's output type is wrong)"]
         if self.divergence is not None:
             rows += ["", str(self.divergence)]
         elif self.bisected:
@@ -161,10 +170,28 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
+def declared_shapes(outputs: Any) -> list[tuple[int | None, ...] | None]:
+    """Each output's declared shape, an int per static dim and None per symbolic one
+    (None for an output of unknown rank), from onnxruntime's ``session.get_outputs()``
+    or an ``ir.Graph``'s outputs."""
+    shapes: list[tuple[int | None, ...] | None] = []
+    for o in outputs:
+        shape = getattr(o, "shape", None)
+        if shape is None:
+            shapes.append(None)
+            continue
+        shapes.append(tuple(d if isinstance(d, int) else None for d in shape))
+    return shapes
+
+
 def compare(
     names: list[str], expected: list[torch.Tensor], actual: list[np.ndarray],
     atol: float = 1e-4, rtol: float = 1e-3,
+    declared: list[tuple[int | None, ...] | None] | None = None,
 ) -> VerificationResult:
+    """Each output against eager's; with ``declared`` (``declared_shapes``), also
+    against the shape the file declares: a static dim that differs from the computed
+    one makes a file that runs right but states a wrong type."""
     if len(expected) != len(actual):
         raise ExportError(
             f"the ONNX model has {len(actual)} outputs but eager PyTorch returned "
@@ -190,9 +217,16 @@ def compare(
             max_abs = 0.0 if shape_ok else float("inf")
             max_rel = max_abs
         finite = exp[np.isfinite(exp)] if exp.dtype.kind == "f" else exp
+        stated = declared[len(results)] if declared and len(results) < len(declared) else None
+        # A rank that differs with no dim known is the one a graph for each side of 1
+        # declares where the model's own rank changes there (capture/_size_one_merge.py).
+        wrong = stated is not None and (
+            any(d is not None and d != n for d, n in zip(stated, act.shape))
+            if len(stated) == act.ndim else any(d is not None for d in stated))
         results.append(
             OutputComparison(
-                name, max_abs, max_rel, default_tolerance(finite, atol, rtol), shape_ok, dtype_ok
+                name, max_abs, max_rel, default_tolerance(finite, atol, rtol), shape_ok,
+                dtype_ok, stated if wrong else None,
             )
         )
     return VerificationResult(results)

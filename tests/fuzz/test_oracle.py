@@ -232,3 +232,57 @@ def test_without_the_ulp_opinion_it_is_a_mismatch(monkeypatch: Any) -> None:
     monkeypatch.setattr(oracle, "_ulp_each_op", lambda *a, **k: None)
     out = oracle.check_source(_TRUNC_PRODUCT)
     assert out.cls == "mismatch", out
+
+
+_PLAIN = '''
+import torch
+
+B = None
+HALF = False
+
+
+class Program(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x) * 2
+
+
+def make_inputs(b=5):
+    return (torch.tensor([0.5, float("nan"), -1.0]),)
+
+
+def dynamic_shapes():
+    return None
+'''
+
+
+class _OffKernel:
+    """onnxruntime with a kernel that departs from the ONNX spec: NaN comes out finite
+    (its LSTM does so: fuzz seed 5227, program 2966). Planted, so the test does not
+    depend on this onnxruntime release's kernels."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        import numpy as np
+
+        return [np.nan_to_num(a, nan=0.76) for a in self._session.run(*args, **kwargs)]
+
+
+def test_a_runtime_kernel_off_the_onnx_spec_is_a_runtime_failure(monkeypatch: Any) -> None:
+    # The reference evaluator runs the same file and matches eager: the file is right.
+    real = oracle._session
+    monkeypatch.setattr(oracle, "_session", lambda proto: _OffKernel(real(proto)))
+    out = oracle.check_source(_PLAIN)
+    assert out.cls == "runtime" and "ONNX reference evaluator" in out.detail, out
+
+
+def test_without_the_reference_opinion_it_is_a_mismatch(monkeypatch: Any) -> None:
+    real = oracle._session
+    monkeypatch.setattr(oracle, "_session", lambda proto: _OffKernel(real(proto)))
+    monkeypatch.setattr(oracle, "_reference_agrees", lambda *a, **k: False)
+    out = oracle.check_source(_PLAIN)
+    assert out.cls == "mismatch", out

@@ -300,6 +300,7 @@ def _capture_declared(
                 ep = _dynamic._export(module, args, kwargs, None, strict)
                 return CaptureResult(ep, f"torch.export(strict={strict})", errors)
             refined = _refine.export_refined(module, args, kwargs, dynamic_shapes, strict)
+            judged = _judged(module, args, kwargs, dynamic_shapes, refined)
             if not strict and any(_narrowed(refined.notes)):
                 # A declared range narrowed where a guard stops holding: the strict
                 # capture may keep the size symbolic there and be general. Dynamo turns
@@ -308,8 +309,9 @@ def _capture_declared(
                 # error, past a bound from above. The narrower of the two is kept.
                 with contextlib.suppress(Exception):
                     other = _refine.export_refined(module, args, kwargs, dynamic_shapes, True)
+                    other_judged = _judged(module, args, kwargs, dynamic_shapes, other)
                     if _narrowed(other.notes) < _narrowed(refined.notes):
-                        refined, strict = other, True
+                        refined, strict, judged = other, True, other_judged
         except CaptureError as exc:
             if strict or fixed is not None or not _int_of_size(str(exc)):
                 raise (fixed or exc) from None
@@ -343,12 +345,7 @@ def _capture_declared(
             second_notes, second = _second_size.point(
                 module, refined.program, strict, _symbol_names(positions, refined), positions)
             checked, unproved = checked + second_notes, unproved + second
-        if _compat.DEFERRED_GUARDS:
-            from pt2onnx.capture._guards_hold import deferred_asserts
-
-            deferred = deferred_asserts(refined, _symbol_names(positions, refined), module)
-            checked += [n for n in deferred if " bounded " not in n]
-            refined.notes += [n for n in deferred if " bounded " in n]
+        checked += judged
         if refined.holes:
             from pt2onnx.capture._guards_hold import hole_points
 
@@ -407,6 +404,23 @@ def _capture_declared(
         "torch.export-able (see the errors in the report's fallbacks)."
     )
     return CaptureResult(ep, "trace (make_fx)", errors, traced=True, warnings=[warning, *notes])
+
+
+def _judged(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+            refined: _dynamic.Refined) -> list[str]:
+    """The guards torch.export accepted on a declared dim without proving them over its
+    range, and on torch 2.12 the ones it deferred to run-time asserts, judged over the
+    range (``_guards_hold._judge``): a bound goes into ``refined.notes``, holes into
+    ``refined.holes``, and the other notes are returned for the report. Raises
+    CaptureError where the capture holds at the example's size only."""
+    from pt2onnx.capture._guards_hold import accepted_guards, deferred_asserts
+
+    names = _symbol_names(_declared_positions(module, args, kwargs, spec), refined)
+    judged = accepted_guards(refined, names, module)
+    if _compat.DEFERRED_GUARDS:
+        judged += deferred_asserts(refined, names, module)
+    refined.notes += [n for n in judged if " bounded " in n]
+    return [n for n in judged if " bounded " not in n]
 
 
 def _check_example_fits(refined: _dynamic.Refined, args: tuple[Any, ...],

@@ -376,34 +376,119 @@ def deferred_asserts(refined: Refined, names: dict[Any, str],
     DEFERRED_GUARDS``), a guard torch.export would have reported (``B != 16`` from a
     branch on one size) is an ``_assert_scalar`` node of the program, which the file
     does not hold: the capture took one branch and nothing says where it stops being
-    right. Each assert on one declared dim is evaluated here over the dim's range, as a
-    violated guard is on later torch: sizes where it fails become holes (the file is run
-    there), a range that stops holding from some size on is reported as bounded, and any
-    other failure is refused. Returns the notes for the report."""
+    right. Each assert on one declared dim is judged over the dim's range
+    (``_judge``). Returns the notes for the report."""
+    found = []
+    for node in refined.program.graph.nodes:
+        if node.target is not torch.ops.aten._assert_scalar.default or not node.args:
+            continue
+        cond = node.args[0]
+        value = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else None
+        expr = getattr(getattr(value, "node", None), "expr", None)
+        if expr is not None:
+            found.append(expr)
+    return _judge(refined, names, module, found)
+
+
+def accepted_guards(refined: Refined, names: dict[Any, str], module: Any = None) -> list[str]:
+    """The guards torch.export accepted without proving them over the declared range.
+    Its solver turns each guard on a Dim into a bound or a violation, but one it cannot
+    read may pass unchecked: ``x[..., int(-b / 3):]`` from an example of 2 guards
+    ``Eq(TruncToInt(IntTrueDiv(-b, 3)), 0)``, true only for b <= 2, and torch.export
+    kept b's range [1, 64], so the file returned the whole row where eager returns a
+    third of it (fuzz seed 5227, program 2499). Each guard of the capture's shape env
+    on one declared dim is judged over the dim's range here (``_judge``); a guard
+    torch's own range analysis proves is skipped. Returns the notes for the report."""
+    from pt2onnx.capture._resize import user_shapes
+
+    shapes = [d for shape in user_shapes(refined.program) for d in shape
+              if isinstance(d, torch.SymInt)]
+    if not shapes:
+        return []
+    shape_env = shapes[0].node.shape_env
+    found, seen = [], set()
+    for guard in getattr(shape_env, "guards", ()):
+        expr = getattr(guard, "expr", None)
+        if expr is None or str(expr) in seen:
+            continue
+        seen.add(str(expr))
+        found.append(expr)
+    return _judge(refined, names, module, found, skip_proved=True)
+
+
+def _proved(expr: Any, symbol: Any, lo: int, hi: int | None) -> bool:
+    """Whether torch's range analysis shows ``expr`` true for every size in [lo, hi]."""
+    try:
+        import sympy
+        from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
+
+        top = hi if hi is not None else sympy.oo
+        bound = bound_sympy(expr, {symbol: ValueRanges(lo, top)})
+        return bool(bound.is_singleton() and bound.lower == sympy.true)
+    except Exception:
+        return False
+
+
+# The names torch's Python printer writes a guard with (``math.trunc(((-1)*s27) / 3)``).
+_PRINTED: dict[str, Any] = {"math": math, "max": max, "min": min, "abs": abs, "float": float,
+                            "int": int, "round": round, "True": True, "False": False}
+
+
+def _evaluator(expr: Any, symbol: Any) -> Callable[[int], bool] | None:
+    """``expr`` as a function of its one symbol's size: as logged, or as torch's Python
+    printer writes it (TruncToInt, IntTrueDiv and the like)."""
+    holds = _compiled_symbolic(str(expr), {str(symbol)})
+    if holds is not None:
+        return holds
+    try:
+        from torch.utils._sympy.printers import PythonPrinter
+
+        code = compile(PythonPrinter().doprint(expr), "<guard>", "eval")
+    except Exception:
+        return None
+    known = set(_PRINTED) | {str(symbol), "trunc", "floor", "ceil", "sqrt"}
+    if set(code.co_names) - known:
+        return None
+    name = str(symbol)
+
+    def evaluated(b: int) -> bool:
+        return bool(eval(code, {"__builtins__": {}, **_PRINTED}, {name: b}))
+
+    return evaluated
+
+
+def _judge(refined: Refined, names: dict[Any, str], module: Any, found: list[Any],
+           skip_proved: bool = False) -> list[str]:
+    """Each guard of ``found`` on one declared dim evaluated over the dim's range: sizes
+    where it fails become holes (the file is run there), a range that stops holding
+    from some size on is reported as bounded, a guard that fails below the example
+    bounds the range from below (the sizes below are run against eager where few,
+    ``_below_minimum``), one that fails at every other size is refused, one that fails
+    where eager fails too is the model's own precondition, and any other failure is run
+    at its first failing sizes against eager, and refused where the file is wrong."""
     from pt2onnx.capture._resize import known_values
     from pt2onnx.errors import CaptureError
 
     program = refined.program
     known = known_values(program)
     notes = []
-    for node in program.graph.nodes:
-        if node.target is not torch.ops.aten._assert_scalar.default or not node.args:
-            continue
-        cond = node.args[0]
-        value = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else None
-        expr = getattr(getattr(value, "node", None), "expr", None)
-        if expr is None or len(expr.free_symbols) != 1:
+    for expr in found:
+        if len(getattr(expr, "free_symbols", ())) != 1:
             continue
         (symbol,) = expr.free_symbols
         name = names.get(symbol)
         bounds = program.range_constraints.get(symbol)
         if name is None or bounds is None:
             continue
-        holds = _compiled_symbolic(str(expr), {str(symbol)})
+        lo = max(int(bounds.lower), 2)
+        if refined.split is not None and refined.split[0] == name:
+            lo = max(lo, refined.split[1] + 1)  # the sizes up to it have a capture of their own
+        hi = int(bounds.upper) if bounds.upper.is_finite and bounds.upper < 2**31 else None
+        if (hi is not None and hi < lo) or (skip_proved and _proved(expr, symbol, lo, hi)):
+            continue
+        holds = _evaluator(expr, symbol)
         if holds is None:
             continue
-        lo = max(int(bounds.lower), 2)
-        hi = int(bounds.upper) if bounds.upper.is_finite and bounds.upper < 2**31 else None
         sizes, _ = _sizes(lo, hi)
         try:
             bad = [b for b in sizes if not holds(b)]
@@ -412,6 +497,7 @@ def deferred_asserts(refined: Refined, names: dict[Any, str],
         if not bad:
             continue
         example = known.get(symbol)
+        some = f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}"
         if len(bad) <= HOLES and bad != list(range(lo, bad[-1] + 1)) and (
                 hi is None or bad[-1] < hi) and (example is None or example <= bad[-1]):
             refined.holes.setdefault(name, [])
@@ -423,11 +509,8 @@ def deferred_asserts(refined: Refined, names: dict[Any, str],
             notes.append(f"{name} bounded to at most {bad[0] - 1}: the capture assumes "
                          f"{expr}, which fails at every size checked from {bad[0]} on")
         elif example is not None and example > bad[-1]:
-            # As a violated guard narrows on later torch: the sizes below are run against
-            # eager where few (``_below_minimum``).
             notes.append(f"{name} bounded to [{bad[-1] + 1}, {hi if hi else 'inf'}]: the "
-                         f"capture assumes {expr}, which fails at "
-                         f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}")
+                         f"capture assumes {expr}, which fails at {some}")
         elif bad == sizes:
             raise CaptureError(
                 f"the dynamic shapes declare a dim that can only take one size in this "
@@ -437,8 +520,8 @@ def deferred_asserts(refined: Refined, names: dict[Any, str],
                 "depend on that size.")
         elif module is not None and _eager_fails_at(module, program, symbol, bad[:4]):
             notes.append(f"dynamic dim {name}: the capture assumes {expr}, which fails at "
-                         f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}, "
-                         "where eager PyTorch fails too (the model's own precondition)")
+                         f"{some}, where eager PyTorch fails too (the model's own "
+                         "precondition)")
         else:
             # torch 2.12 also emits guards that later releases prove (the parity of a
             # CNN's image size): the file is run at the first sizes where it fails, and
@@ -446,7 +529,6 @@ def deferred_asserts(refined: Refined, names: dict[Any, str],
             sample = bad[:HOLES]
             refined.holes[name] = sorted(set(refined.holes.get(name, [])) | set(sample))
             notes.append(f"dynamic dim {name}: the capture assumes {expr}, which fails at "
-                         f"{', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''}; "
-                         f"the file was run at {', '.join(map(str, sample))} against eager "
-                         "PyTorch")
+                         f"{some}; the file was run at {', '.join(map(str, sample))} "
+                         "against eager PyTorch")
     return notes
