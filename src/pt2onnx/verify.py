@@ -197,7 +197,7 @@ def compare(
             f"the ONNX model has {len(actual)} outputs but eager PyTorch returned "
             f"{len(expected)} tensors"
         )
-    results = []
+    results: list[OutputComparison] = []
     for name, exp_t, act in zip(names, expected, actual):
         exp = to_numpy(exp_t)
         shape_ok = tuple(exp.shape) == tuple(act.shape)

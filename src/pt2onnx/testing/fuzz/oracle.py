@@ -284,7 +284,7 @@ def _reference_agrees(proto: Any, feeds: dict[str, Any], expected: list[torch.Te
     try:
         from onnx.reference import ReferenceEvaluator
 
-        got = ReferenceEvaluator(proto).run(None, feeds)
+        got: list[Any] = list(ReferenceEvaluator(proto).run(None, feeds))
     except Exception:  # an op the reference does not implement: no opinion
         return False
     return all(_same(names[i], expected[i], got[i], atol, rtol) for i in bad)
