@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.export import Dim
 
 import pt2onnx
@@ -376,3 +377,26 @@ def test_a_wrong_static_dim_in_the_declared_output_shape_is_a_mismatch() -> None
     wrong = compare(["y"], expected, actual, declared=[(1, 1)])
     assert not wrong.ok and wrong.outputs[0].declared_shape == (1, 1)
     assert "declares the shape (1, 1)" in str(wrong)
+
+
+class _PadToFour(torch.nn.Module):
+    """Pad to a multiple of 4, then view in fours (the fuzzer's chunking pattern)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.size(0)
+        return F.pad(x, (0, 0, 0, -(-n // 4) * 4 - n)).view(-(-n // 4), 4, *x.shape[1:]) * 2
+
+
+def test_a_bound_that_only_the_grown_example_sets_is_captured_past() -> None:
+    """From an example of 1 the capture runs at 2 (grown), where ``ceil(n / 4) == 1``:
+    n was bounded to [1, 4], reported. Eager runs at 5, and a capture there is bounded
+    nowhere, so it is taken (``_refine._past_a_computed_cap``): right at every size."""
+    model = _PadToFour()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(model, (torch.randn(1, 3),),
+                              dynamic_shapes={"x": {0: Dim("n", min=1, max=64)}})
+    assert not [w for w in prog.report.warnings if " bounded to " in w], prog.report.warnings
+    for n in (1, 2, 3, 4, 5, 8, 9, 63, 64):
+        x = torch.randn(n, 3)
+        np.testing.assert_allclose(prog.run(x)[0], model(x).numpy(), rtol=1e-6)

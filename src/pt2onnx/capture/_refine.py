@@ -191,13 +191,12 @@ def _past_a_cap(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
         # one by one, but they take a capture of their own (``_up_to``).
         capped = every
     if not capped:
-        return refined
+        return _past_a_computed_cap(module, args, kwargs, spec, strict, refined, every)
     sizes = _with_ties({name: top + 1 for name, top in capped.items()}, refined.notes)
     grown = _grown(args, kwargs, inputs, declared, None, sizes)
     if grown is None or not _writes_state(module, *grown):
-        # Only a bound the model's own state sets (an eager call above it refills a
-        # cache): a bound from the computation stays, and the file is right inside it.
-        return refined
+        # A bound the model's own state does not set: from the computation.
+        return _past_a_computed_cap(module, args, kwargs, spec, strict, refined, every)
     try:
         other = _export_refined(module, *grown, spec, strict)
     except Exception:
@@ -207,6 +206,51 @@ def _past_a_cap(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
     if len(capped) == 1:
         other.split = next(iter(capped.items()))
     return other
+
+
+def _past_a_computed_cap(module: torch.nn.Module, args: tuple[Any, ...],
+                         kwargs: dict[str, Any], spec: Any, strict: bool, refined: Refined,
+                         every: dict[str, int]) -> Refined:
+    """``refined``, or a capture just above its bounds from above where that one is
+    general. A bound from the computation can be the example's and not the model's: a
+    pad to a multiple of 4 then a view (``view(ceil(n / 4), 4, ...)``) captured at n = 2
+    (a size-1 example grown) guards ``ceil(n / 4) == 1`` and bounds n to [1, 4], where a
+    capture at 5 holds for every n. Taken only where eager runs just above the bound
+    (BERT's positions end at 512: eager fails at 513, and the bound stays) and the
+    capture there is bounded nowhere; torch.export proves it over the whole range, and
+    the example's own size is checked as any size is (size 1 by ``_size_one``)."""
+    from pt2onnx.capture._resize import _grown
+
+    if not every:
+        return refined
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
+    sizes = _with_ties({name: top + 1 for name, top in every.items()}, refined.notes)
+    grown = _grown(args, kwargs, inputs, declared, None, sizes)
+    if grown is None or not _eager_runs(module, *grown):
+        return refined
+    try:
+        other = _export_refined(module, *grown, spec, strict)
+    except Exception:
+        return refined
+    if any(" bounded to " in n for n in other.notes) or other.split is not None:
+        return refined
+    return other
+
+
+def _eager_runs(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an eager call on ``args`` runs; the model is put back as it was."""
+    from pt2onnx.capture._model_state import preserved_state
+
+    args, kwargs = torch.utils._pytree.tree_map_only(
+        torch.Tensor, lambda t: t.clone(), (args, kwargs))
+    with preserved_state(module):
+        try:
+            with torch.no_grad():
+                module(*args, **kwargs)
+        except Exception:
+            return False
+    return True
 
 
 # Whether a dim capped by a cache left more than MOST sizes above its minimum is captured
