@@ -491,3 +491,29 @@ def test_the_oracle_tells_a_narrowing_to_the_model_s_own_range_from_a_refusal() 
     assert MODEL_RANGE not in cut_more, cut_more
     from_above = _eager_at_one(ns, _ThirdRow(), [5, 1], ["B bounded to [3, 40]"])
     assert MODEL_RANGE not in from_above, from_above
+
+
+class _CompareWithATiedSize(torch.nn.Module):
+    """Seed 5227, program 3085: B and C broadcast (``x * y``) and run apart, so the
+    size of B in the graph is the larger of the two input dims; compared as a Python
+    number (``ge.Scalar``), that value had no dtype and the rule failed."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> Any:
+        mask = torch.arange(x.size(0)).view(-1, 1) >= x.size(0)
+        return x.masked_fill(mask, 0.0), x * y
+
+
+def test_a_comparison_with_the_size_of_a_tied_dim() -> None:
+    import warnings
+
+    from torch.export import Dim
+
+    import pt2onnx
+
+    b, c = Dim("B", min=4, max=64), Dim("C", min=1, max=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(_CompareWithATiedSize(), (torch.randn(5, 1), torch.randn(1, 1)),
+                              dynamic_shapes=({0: b}, {0: c}))
+    for n, m in ((4, 1), (5, 5), (9, 1), (7, 7)):
+        assert prog.verify(torch.randn(n, 1), torch.randn(m, 1)).ok, (n, m)

@@ -234,7 +234,11 @@ class Translator:
         """The largest of these input dims: a tied symbol's size where one side is 1."""
         op = self.g.op
         sizes = [op.Shape(self.graph.inputs[i], start=axis, end=axis + 1) for i, axis in where]
-        return op.Squeeze(op.Max(*sizes) if len(sizes) > 1 else sizes[0], self.g.const([0]))
+        size = op.Squeeze(op.Max(*sizes) if len(sizes) > 1 else sizes[0], self.g.const([0]))
+        # A size, as any sym_size is: rules that read its dtype (ge.Scalar against it,
+        # fuzz seed 5227, program 3085) find int64.
+        size.dtype, size.shape = ir.DataType.INT64, ir.Shape([])
+        return size
 
     def _declared_shape(self, shape: ir.Shape | None, index: int) -> ir.Shape | None:
         """``shape`` with each symbolic dim under the name the user declared for that
