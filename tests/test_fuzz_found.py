@@ -517,3 +517,31 @@ def test_a_comparison_with_the_size_of_a_tied_dim() -> None:
                               dynamic_shapes=({0: b}, {0: c}))
     for n, m in ((4, 1), (5, 5), (9, 1), (7, 7)):
         assert prog.verify(torch.randn(n, 1), torch.randn(m, 1)).ok, (n, m)
+
+
+class _RowsTimesVector(torch.nn.Module):
+    """Seed 5227, program 4949: ``x[:-2] @ v`` has no rows at B = 1 or 2, and
+    onnxruntime's MatMul of a (0, 4) matrix, or a (2, 0, 4) batch, and a vector fails
+    ("left operand cannot broadcast on dim 0")."""
+
+    def forward(self, x: torch.Tensor, v: torch.Tensor) -> Any:
+        return x[:-2] @ v, x.unsqueeze(0).expand(2, -1, -1)[:, 2:] @ v, torch.mv(x, v)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_a_matrix_with_no_rows_times_a_vector(dtype: torch.dtype) -> None:
+    import warnings
+
+    from torch.export import Dim
+
+    import pt2onnx
+
+    def make(*shape: int) -> torch.Tensor:
+        return torch.randint(-5, 5, shape).to(dtype)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(_RowsTimesVector(), (make(5, 4), make(4)),
+                              dynamic_shapes=({0: Dim("B", min=1, max=64)}, None))
+    for n in (1, 2, 3, 5, 64):
+        assert prog.verify(make(n, 4), make(4)).ok, n

@@ -76,8 +76,28 @@ def product(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
         # broadcast on dim 0"), so its shape is computed without one.
         return g.op.Expand(zero, _product_shape(g, a, b))
     if not (isinstance(k, int) and k == 0):
+        if rank(b) == 1 and rank(a) >= 2 and _may_be_empty(a):
+            return _matrix_vector(g, a, b)
         return g.op.MatMul(a, b)
     return g.op.Expand(zero, _product_shape(g, a, b))
+
+
+def _may_be_empty(a: ir.Value) -> bool:
+    """Whether a dim of ``a`` other than its last is not known to be nonzero."""
+    return a.shape is None or any(not isinstance(d, int) or d == 0 for d in a.shape[:-1])
+
+
+def _matrix_vector(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
+    """``a @ b`` for a vector ``b``, as one (rows, k) @ (k, 1) product: onnxruntime's
+    MatMul of an operand with a 0 dim and a vector (``(0, 4) @ (4,)``, ``(0, 3, 4) @
+    (4,)``) fails ("left operand cannot broadcast on dim 0"; fuzz seed 5227, program
+    4949, at B = 1 of ``x[:-2] @ v``), where the flattened product runs."""
+    shape = g.op.Shape(a)
+    k = g.op.Slice(shape, g.const([-1]), g.const([2**62]))
+    flat = g.op.Reshape(a, g.op.Concat(g.const([-1]), k, axis=0))
+    column = g.op.MatMul(flat, g.op.Unsqueeze(b, g.const([-1])))
+    rows = g.op.Slice(shape, g.const([0]), g.const([-1]))
+    return g.op.Reshape(column, rows, allowzero=1)
 
 
 def _product_shape(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
