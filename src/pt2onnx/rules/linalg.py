@@ -76,15 +76,19 @@ def product(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
         # broadcast on dim 0"), so its shape is computed without one.
         return g.op.Expand(zero, _product_shape(g, a, b))
     if not (isinstance(k, int) and k == 0):
-        if rank(b) == 1 and rank(a) >= 2 and _may_be_empty(a):
+        if rank(b) == 1 and rank(a) >= 2 and _may_be_empty(g):
             return _matrix_vector(g, a, b)
         return g.op.MatMul(a, b)
     return g.op.Expand(zero, _product_shape(g, a, b))
 
 
-def _may_be_empty(a: ir.Value) -> bool:
-    """Whether a dim of ``a`` other than its last is not known to be nonzero."""
-    return a.shape is None or any(not isinstance(d, int) or d == 0 for d in a.shape[:-1])
+def _may_be_empty(g: RuleContext) -> bool:
+    """Whether the product (a matrix's rows times a vector) is not known to have rows:
+    a size of 0 or a symbolic one. Any symbolic size counts: ``dynamic_axes`` declares
+    sizes from 0, and the shape env's range at translation is the capture's, which can
+    be narrower than the declared one."""
+    sizes = getattr(g.meta, "shape", None)
+    return sizes is None or any(not isinstance(d, int) or d == 0 for d in sizes)
 
 
 def _matrix_vector(g: RuleContext, a: ir.Value, b: ir.Value) -> ir.Value:
