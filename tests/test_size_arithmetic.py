@@ -400,3 +400,33 @@ def test_a_bound_that_only_the_grown_example_sets_is_captured_past() -> None:
     for n in (1, 2, 3, 4, 5, 8, 9, 63, 64):
         x = torch.randn(n, 3)
         np.testing.assert_allclose(prog.run(x)[0], model(x).numpy(), rtol=1e-6)
+
+
+class _FoursAndATail(torch.nn.Module):
+    """Fuzz seed 6301, program 25, reduced: rows of four, and a slice from half the
+    length to three before its end (empty up to 5)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = x.shape[0]
+        fours = x.narrow(0, 0, math.floor(n / 4) * 4).reshape(math.floor(n / 4), 4)
+        return fours, x[n - n // 2:n - 3]
+
+
+@pytest.mark.parametrize("example", [3, 5, 7])
+def test_a_residue_class_torch_export_suggests_is_captured_past(example: int) -> None:
+    """From an example of 5, torch.export guards ``n // 4 == 1`` and ``n - 3 < n - n //
+    2`` and suggests ``n = 2*_n - 1`` with ``_n <= 3``: odd sizes up to 5 only, which
+    was reported as a narrowing. A capture at 6 holds from 6 on and the sizes below are
+    run against eager (``_refine._past_a_residue_tie``): right at every size."""
+    model = _FoursAndATail()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(model, (torch.randn(example),),
+                              dynamic_shapes={"x": {0: Dim("n", min=1, max=64)}})
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
+    for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 63, 64):
+        x = torch.randn(n)
+        got = prog.run(x)
+        for g, e in zip(got, model(x)):
+            assert g.shape == tuple(e.shape), n
+            np.testing.assert_allclose(g, e.numpy(), rtol=1e-6)

@@ -64,8 +64,100 @@ def _export_refined_all(
     module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
     strict: bool,
 ) -> Refined:
-    return _at_a_state_threshold(module, args, kwargs, spec,
-                                 _export_refined_any(module, args, kwargs, spec, strict))
+    refined = _export_refined_any(module, args, kwargs, spec, strict)
+    refined = _past_a_residue_tie(module, args, kwargs, spec, strict, refined)
+    return _at_a_state_threshold(module, args, kwargs, spec, refined)
+
+
+# ``B = 2*_B - 1``: a declared dim tied to a residue class of a new root.
+_RESIDUE = re.compile(r"^(\d+)\*(\w+)(?: ([+-]) (\d+))?$")
+
+
+def _residue_ties(notes: list[str], names: set[str]) -> dict[str, tuple[int, str, int]]:
+    """Declared dim -> (k, root, residue) for each ``name = k*root + c`` tie (k >= 2) on
+    a root no declared dim is named."""
+    found: dict[str, tuple[int, str, int]] = {}
+    for note in notes:
+        m = TIED_NOTE.match(note)
+        r = _RESIDUE.match(m.group(2).strip()) if m is not None else None
+        if m is None or r is None or m.group(1) not in names or r.group(2) in names:
+            continue
+        k = int(r.group(1))
+        c = int(r.group(4) or 0) * (-1 if r.group(3) == "-" else 1)
+        if k >= 2:
+            found[m.group(1)] = (k, r.group(2), c % k)
+    return found
+
+
+def _past_a_residue_tie(module: torch.nn.Module, args: tuple[Any, ...],
+                        kwargs: dict[str, Any], spec: Any, strict: bool,
+                        refined: Refined) -> Refined:
+    """``refined``, or a capture from another size where that one is general and
+    ``refined`` holds a declared dim to one residue class (``B = 2*_B - 1``: odd sizes).
+
+    torch.export's solver removes a ``FloorDiv`` or ``Mod`` from the guards it cannot
+    prove by substituting ``B = k*_B + r``, the example's residue: ``x.narrow(0, 0,
+    n // 4 * 4).reshape(n // 4, 4)`` beside ``x[n - n // 2:n - 3]`` from an example of
+    5 guards ``n // 4 == 1`` and ``n - 3 < n - n // 2``, and the fix it suggests keeps
+    only 1, 3 and 5, where a capture at 6 holds for every n (fuzz seed 6301, program
+    25). The sizes tried are the next one in each other residue class, above the
+    example and above its double, where eager runs (2k - 2 captures at most); the first capture with no residue tie, and no bound
+    on the tied dims but a minimum whose sizes below can be run one by one
+    (``_below_minimum``), is taken. torch.export proves it over the declared range,
+    and the user's example is checked to fit it as any grown example's capture is.
+    Where every class ties again (``split(n - n % 2)``: one chunk or two), the
+    narrowing stands."""
+    from pt2onnx.capture._resize import _grown
+
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
+    sizes = {a.name: a.size for a in declared if a.name is not None}
+    ties = _residue_ties(refined.notes, set(sizes))
+    if not ties:
+        return refined
+    roots = {root for _, root, _ in ties.values()}
+    groups = {(k, root, r) for k, root, r in ties.values()}
+    if len(roots) != 1 or len(groups) != 1:
+        return refined  # dims tied to different classes: left as torch.export says
+    k, _, residue = next(iter(groups))
+    tied = [name for name in ties]
+    if len({sizes[name] for name in tied}) != 1:
+        return refined
+    size = sizes[tied[0]]
+    tops = [getattr(a.dim, "max", None) for a in declared if a.name in tied]
+    top = min((t for t in tops if isinstance(t, int)), default=None)
+    # The next size of each other residue class, then the next one from the doubled
+    # example (a size-1 dim at the next size, ``n // 4 == 1``, does not at the double).
+    candidates = list(dict.fromkeys(
+        c for start in (size + 1, 2 * size) for c in range(start, start + k)
+        if c % k != residue and (top is None or c <= top)))
+    for candidate in candidates:
+        grown = _grown(args, kwargs, inputs, declared, None,
+                       _with_ties(dict.fromkeys(tied, candidate), refined.notes))
+        if grown is None or not _eager_runs(module, *grown):
+            continue
+        try:
+            other = _export_refined(module, *grown, spec, strict)
+        except Exception:
+            continue
+        if not _residue_ties(other.notes, set(sizes)) and other.split is None and all(
+                _from_below_only(n, name, top) for n in other.notes for name in tied):
+            return other
+    return refined
+
+
+def _from_below_only(note: str, name: str, top: int | None) -> bool:
+    """Whether ``note`` leaves ``name`` general but for a minimum whose sizes below can
+    be run one by one (``_below_minimum``): no bound from above, no tie."""
+    from pt2onnx.capture._below_minimum import MOST
+
+    if not note.startswith(f"{name} "):
+        return True
+    m = BOUNDED_RANGE.match(note)
+    if m is None:
+        return False
+    high = m.group(3)
+    return int(m.group(2)) <= MOST and (not high.isdigit() or top is None or int(high) >= top)
 
 
 def _at_a_state_threshold(module: torch.nn.Module, args: tuple[Any, ...],
@@ -284,8 +376,8 @@ def _with_ties(sizes: dict[str, int], notes: list[str]) -> dict[str, int]:
             continue
         try:
             expr = sympy.sympify(m.group(2))
-        except (sympy.SympifyError, TypeError, SyntaxError):
-            continue
+        except (sympy.SympifyError, TypeError, SyntaxError, ValueError):
+            continue  # a root's own range (``_t = Dim('_t', min=3, max=oo)``)
         names = {str(s) for s in expr.free_symbols}
         if names and names <= set(sizes):
             value = expr.subs({sympy.Symbol(n): sizes[n] for n in names})
