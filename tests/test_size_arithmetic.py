@@ -341,8 +341,16 @@ def test_int_of_a_negative_division_is_right_at_every_size(example: int) -> None
     model = _IntOfNegative()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        prog = pt2onnx.export(model, (torch.randn(1, example),),
-                              dynamic_shapes={"x": {1: Dim("t", min=1, max=64)}})
+        try:
+            prog = pt2onnx.export(model, (torch.randn(1, example),),
+                                  dynamic_shapes={"x": {1: Dim("t", min=1, max=64)}})
+        except pt2onnx.CaptureError as exc:
+            # torch 2.12 defers the guards (_compat.DEFERRED_GUARDS): the file, checked
+            # at a second size, is wrong there, and the refusal is typed; no file.
+            if _TORCH >= (2, 13):
+                raise
+            assert "can only take one size" in str(exc)
+            return
     for t in (1, 2, 3, 4, 5, 7, 9, 63, 64):
         x = torch.randn(1, t)
         got = prog.run(x)[0]
