@@ -545,3 +545,60 @@ def test_a_matrix_with_no_rows_times_a_vector(dtype: torch.dtype) -> None:
                               dynamic_shapes=({0: Dim("B", min=1, max=64)}, None))
     for n in (1, 2, 3, 5, 64):
         assert prog.verify(make(n, 4), make(4)).ok, n
+
+
+class _EmptyBatchGruAndAShapeCache(torch.nn.Module):
+    """Seed 6301, program 212, reduced: a GRU run on an empty batch, and a cache keyed
+    by the input's shape that an earlier eager call filled at the example's size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = torch.nn.GRU(3, 3, num_layers=2, batch_first=True)
+        self.key: Any = None
+        self.cache = torch.empty(0)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> Any:
+        out = self.gru(y)[0]
+        if self.key != tuple(x.shape):
+            self.cache = torch.arange(x.shape[0], dtype=torch.float32).view(-1, 1) * 0.25
+            self.key = tuple(x.shape)
+        return x + self.cache, out
+
+
+def test_an_rnn_on_an_empty_batch_runs_eagerly_under_the_capture_s_rewrite() -> None:
+    """The capture's RNN rewrite ran ``pack_padded_sequence`` eagerly, which refuses an
+    empty batch; the eager call that refills the cache at a grown size failed, and B
+    was refused as fixed to the example's 5. torch's own GRU returns empty outputs."""
+    import warnings
+
+    from torch.export import Dim
+
+    import pt2onnx
+
+    model = _EmptyBatchGruAndAShapeCache().eval()
+    y = torch.randn(0, 4, 3)
+    with torch.no_grad():
+        model(torch.randn(5, 2), y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(model, (torch.randn(5, 2), y),
+                              dynamic_shapes=({0: Dim("B", min=1, max=64)}, None))
+    for n in (1, 5, 6, 64):
+        assert prog.verify(torch.randn(n, 2), y).ok, n
+
+
+@pytest.mark.parametrize("mode", ["GRU", "LSTM", "RNN_TANH"])
+def test_the_packed_rnn_kernel_takes_an_empty_batch(mode: str) -> None:
+    from pt2onnx.frontends._packed_rnn import _packed_rnn
+
+    module = {"GRU": torch.nn.GRU, "LSTM": torch.nn.LSTM, "RNN_TANH": torch.nn.RNN}[mode](
+        3, 4, num_layers=2, bidirectional=True)
+    x = torch.randn(5, 0, 3)
+    expected = module(x)
+    out, h, c = _packed_rnn(x, torch.zeros(0, dtype=torch.int64), [],
+                            list(module._flat_weights), mode, 2, True, True, 4, 0)
+    assert out.shape == expected[0].shape
+    h_expected = expected[1][0] if mode == "LSTM" else expected[1]
+    assert h.shape == h_expected.shape
+    if mode == "LSTM":
+        assert c.shape == expected[1][1].shape

@@ -56,6 +56,12 @@ def _packed_rnn(input: torch.Tensor, lengths: torch.Tensor, hx: list[torch.Tenso
     steps, batch = input.shape[0], input.shape[1]
     dirs = 2 if bidirectional else 1
     out_size = proj_size if proj_size > 0 else hidden_size
+    if batch == 0:
+        # torch's RNN modules take an empty batch and return empty outputs; packing
+        # refuses empty tensors (fuzz seed 6301, program 212: the eager call of a
+        # grown example, under the capture's rewrite, failed there).
+        return _packed_rnn_fake(input, lengths, hx, weights, mode, num_layers,
+                                bidirectional, has_biases, hidden_size, proj_size)
     packed = _PACK(input, lengths.to("cpu", torch.int64), enforce_sorted=False)
     order, restore = packed.sorted_indices, packed.unsorted_indices
     assert order is not None and restore is not None
