@@ -602,3 +602,56 @@ def test_the_packed_rnn_kernel_takes_an_empty_batch(mode: str) -> None:
     assert h.shape == h_expected.shape
     if mode == "LSTM":
         assert c.shape == expected[1][1].shape
+
+
+class _TwoSymbolsOfOneDim(torch.nn.Module):
+    """Seed 6301, program 541, reduced: an in-place ``index_put_`` from an input whose
+    declared dim torch.export keeps as a symbol of its own, and a key kept from an
+    eager call at the example's size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key: Any = None
+
+    def forward(self, x1: torch.Tensor, x4: torch.Tensor, x5: torch.Tensor,
+                x13: torch.Tensor, x14: torch.Tensor, x20: torch.Tensor,
+                x21: torch.Tensor) -> torch.Tensor:
+        v3 = x1.unflatten(2, (1, -1)) * 2
+        v6 = torch.cat([x4, x5, v3], 0)
+        v10 = torch.sort(v6, 1, descending=True).values.select(2, 0)
+        v3[:, :, :, 0:].index_put_((x13,), x14, accumulate=True)
+        _ = v10.unflatten(1, (1, -1)) @ x20
+        if self.key != x20.shape[2]:
+            self.key = x20.shape[2]
+        return x21 - x5
+
+
+def _two_symbols_inputs(b: int, c: int) -> tuple[torch.Tensor, ...]:
+    return (torch.randn(3, 0, b), torch.randn(2, 0, 1, b), torch.randn(1, 0, 1, b),
+            torch.zeros(0, dtype=torch.int64), torch.randn(0, 1, b), torch.randn(6, 1, b, 4),
+            torch.randn(1, 0, 1, c))
+
+
+def test_sizes_below_a_minimum_resize_every_symbol_of_the_dim() -> None:
+    """The capture at a grown example (12) holds from 7; the sizes below were run
+    resized through one of B's two symbols only, eager failed on those inputs, and B
+    stayed bounded to [6, 64]. Every symbol of the dim is resized now."""
+    import warnings
+
+    from torch.export import Dim
+
+    import pt2onnx
+
+    model = _TwoSymbolsOfOneDim()
+    with torch.no_grad():
+        model(*_two_symbols_inputs(6, 6))
+    b, c = Dim("B", min=1, max=64), Dim("C", min=1, max=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(model, _two_symbols_inputs(6, 6), dynamic_shapes=(
+            {2: b}, {3: b}, {3: b}, None, {2: b}, {2: b}, {3: c}))
+    assert not [n for n in prog.report.dynamic_refinements if "bounded" in n], \
+        prog.report.dynamic_refinements
+    for n in (1, 3, 5, 6, 7, 64):
+        for m in (n, 1):
+            assert prog.verify(*_two_symbols_inputs(n, m)).ok, (n, m)
