@@ -349,16 +349,18 @@ def hole_points(refined: Refined, names: dict[Any, str]) -> list[Any]:
     return points
 
 
-def _eager_fails_at(module: Any, program: Any, symbol: Any, sizes: list[int]) -> bool:
+def _eager_fails_at(module: Any, program: Any, symbols: list[Any], sizes: list[int]) -> bool:
     """Whether eager raises on the example resized to each of ``sizes`` (the model's own
-    precondition, such as a view that needs a multiple of 4), its state left as it was."""
+    precondition, such as a view that needs a multiple of 4), its state left as it was.
+    ``symbols``: every symbol of the declared dim (torch.export can keep one Dim as two
+    symbols; resizing one of them makes inputs eager refuses for another reason)."""
     import copy
 
     from pt2onnx.capture._model_state import no_leaked_fake_tensors
     from pt2onnx.capture._resize import example_at, known_values
 
     for size in sizes:
-        built = example_at(program, {**known_values(program), symbol: size})
+        built = example_at(program, {**known_values(program), **dict.fromkeys(symbols, size)})
         if built is None:
             return False
         try:
@@ -518,7 +520,9 @@ def _judge(refined: Refined, names: dict[Any, str], module: Any, found: list[Any
                 f"the assumption {expr}, which fails at every other size of its range).\n"
                 f"Next step: make {name} static, or change the model so that it does not "
                 "depend on that size.")
-        elif module is not None and _eager_fails_at(module, program, symbol, bad[:4]):
+        elif module is not None and _eager_fails_at(
+                module, program, [symbol, *(s for s, n in names.items() if n == name
+                                           and s != symbol and s in known)], bad[:4]):
             notes.append(f"dynamic dim {name}: the capture assumes {expr}, which fails at "
                          f"{some}, where eager PyTorch fails too (the model's own "
                          "precondition)")
