@@ -447,3 +447,38 @@ def test_a_residue_class_torch_export_suggests_is_captured_past(example: int) ->
         for g, e in zip(got, model(x)):
             assert g.shape == tuple(e.shape), n
             np.testing.assert_allclose(g, e.numpy(), rtol=1e-6)
+
+
+class _FoursOfAColumn(torch.nn.Module):
+    """Fuzz seed 6301, program 487, reduced: rows of four of a (n, 1) column."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = x.sum(1, keepdim=True)
+        return v.narrow(0, 0, math.floor(v.shape[0] / 4) * 4).reshape(
+            math.floor(v.shape[0] / 4), 4, *v.shape[1:])
+
+
+@pytest.mark.parametrize("example", [5, 6])
+def test_a_count_that_is_1_only_around_the_example_is_captured_past(example: int) -> None:
+    """From an example of 5 the count ``n // 4`` is 1, and torch.export guards
+    ``n // 4 == 1``, true for 4 <= n <= 7 only: no range states that, and the dynamic
+    shapes were rejected. The capture from the doubled example holds from 8 on, and the
+    sizes below are run against eager (``_refine._past_a_window``)."""
+    model = _FoursOfAColumn()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            prog = pt2onnx.export(model, (torch.randn(example, 2),),
+                                  dynamic_shapes={"x": {0: Dim("n", min=1, max=64)}})
+        except pt2onnx.CaptureError:
+            if _TORCH == (2, 13):
+                raise
+            return  # other releases word or defer the guards: a typed refusal, no file
+    if _TORCH != (2, 13) and prog.report.dynamic_refinements:
+        return  # reported, never silent
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
+    for n in (1, 3, 4, 5, 7, 8, 9, 63, 64):
+        x = torch.randn(n, 2)
+        got = prog.run(x)[0]
+        assert got.shape == tuple(model(x).shape), n
+        np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-6)

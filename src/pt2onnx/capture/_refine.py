@@ -222,9 +222,61 @@ def _export_refined_any(
     except CaptureError as exc:
         other = _past_a_stale_key(module, args, kwargs, spec, strict, exc)
         if other is None:
+            other = _past_a_window(module, args, kwargs, spec, strict)
+        if other is None:
+            raise
+        return other
+    except Exception as exc:
+        other = _past_a_window(module, args, kwargs, spec, strict) if (
+            is_constraint_violation(exc)) else None
+        if other is None:
             raise
         return other
     return _past_a_cap(module, args, kwargs, spec, strict, refined)
+
+
+def _past_a_window(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   spec: Any, strict: bool) -> Refined | None:
+    """A capture from the example with every declared dim doubled, where the example's
+    own is refused and that one is general but for a minimum whose sizes below can be
+    run one by one (``_below_minimum``); None otherwise.
+
+    A size computed from a dim can be 1 at the example and only in a window around it:
+    ``v.narrow(0, 0, n // 4 * 4).reshape(n // 4, 4, 1)`` from an example of 5 guards
+    ``n // 4 == 1``, true for 4 <= n <= 7 only, which no range states (fuzz seed 6301,
+    program 487). At 10 the count is 2 and the capture holds from 8 on. torch.export
+    proves it over its range; the sizes below are run against eager, and the export is
+    refused where the example is not among those that match."""
+    from pt2onnx.capture._resize import _grown
+
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
+    tops: dict[str, int | None] = {}
+    targets: dict[str, int] = {}
+    for a in declared:
+        if a.name is None:
+            continue
+        top = getattr(a.dim, "max", None)
+        tops[a.name] = top if isinstance(top, int) and top < 2**31 else None
+        target = 2 * max(a.size, 1)
+        limit = tops[a.name]
+        if limit is not None and target > limit:
+            return None
+        targets[a.name] = target
+    if not targets:
+        return None
+    grown = _grown(args, kwargs, inputs, declared, None, targets)
+    if grown is None or not _eager_runs(module, *grown):
+        return None
+    try:
+        other = _export_refined(module, *grown, spec, strict)
+    except Exception:
+        return None
+    if _residue_ties(other.notes, set(targets)) or other.split is not None:
+        return None
+    if all(_from_below_only(n, name, tops[name]) for n in other.notes for name in targets):
+        return other
+    return None
 
 
 def _past_a_stale_key(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
