@@ -1,8 +1,8 @@
-"""Capture with the dynamic shapes as declared, refined once: torch.export runs
-size-obliviously (from a grown example when a declared dim is 1 in the given one);
-on a constraint violation torch.export's suggested bounds and relations are applied
-and it runs once more; a guard it cannot prove is checked over the declared ranges
-(``_guards_hold``). The spec helpers and guard logging it uses are in ``_dynamic``."""
+"""Capture with the dynamic shapes as declared, refined: which examples are captured
+(a grown one when a declared dim is 1 in the given one; another size where the first
+capture is bounded by the model's state, by a size computed from the example, by a
+residue class or by a window around it), each refined once (``_refine_once``). The
+spec helpers and guard logging they use are in ``_dynamic``."""
 
 from __future__ import annotations
 
@@ -14,33 +14,16 @@ from typing import Any
 
 import torch
 
-from pt2onnx import _compat
 from pt2onnx.capture._dynamic import (
     DeclaredAxis,
-    GuardLog,
     Refined,
     _check_ranges,
-    _checked,
-    _describe_fix,
-    _export,
-    _torch_message,
     bound_inputs,
     declared_axes,
-    fixed_size_error,
     is_constraint_violation,
-    suggested_fixes,
 )
+from pt2onnx.capture._refine_once import _export_refined, _guards_hold_module
 from pt2onnx.errors import CaptureError, InvalidInputError
-
-# How many captures apply torch.export's suggested relations, each adding what the last
-# one stated.
-_ROUNDS = 3
-
-
-def _guards_hold_module() -> Any:
-    from pt2onnx.capture import _guards_hold  # sympy: only when a guard must be checked
-
-    return _guards_hold
 
 
 def export_refined(
@@ -107,7 +90,6 @@ def _past_a_residue_tie(module: torch.nn.Module, args: tuple[Any, ...],
     and the user's example is checked to fit it as any grown example's capture is.
     Where every class ties again (``split(n - n % 2)``: one chunk or two), the
     narrowing stands."""
-    from pt2onnx.capture._resize import _grown
 
     inputs = bound_inputs(module, args, kwargs)
     declared = declared_axes(inputs, spec)
@@ -132,18 +114,39 @@ def _past_a_residue_tie(module: torch.nn.Module, args: tuple[Any, ...],
         c for start in (size + 1, 2 * size) for c in range(start, start + k)
         if c % k != residue and (top is None or c <= top)))
     for candidate in candidates:
-        grown = _grown(args, kwargs, inputs, declared, None,
-                       _with_ties(dict.fromkeys(tied, candidate), refined.notes))
-        if grown is None or not _eager_runs(module, *grown):
-            continue
-        try:
-            other = _export_refined(module, *grown, spec, strict)
-        except Exception:
-            continue
-        if not _residue_ties(other.notes, set(sizes)) and other.split is None and all(
-                _from_below_only(n, name, top) for n in other.notes for name in tied):
+        other = _captured_at(module, args, kwargs, spec, strict,
+                             _with_ties(dict.fromkeys(tied, candidate), refined.notes))
+        if other is not None and _general_but_a_minimum(other, set(sizes),
+                                                        dict.fromkeys(tied, top)):
             return other
     return refined
+
+
+def _captured_at(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 spec: Any, strict: bool, sizes: dict[str, int],
+                 check: Any = None) -> Refined | None:
+    """The model captured on the example with the declared dims ``sizes`` names grown
+    to those sizes, where eager runs there (or ``check(module, args, kwargs)`` holds);
+    None where those inputs cannot be built, the check fails or the capture raises."""
+    from pt2onnx.capture._resize import _grown
+
+    inputs = bound_inputs(module, args, kwargs)
+    grown = _grown(args, kwargs, inputs, declared_axes(inputs, spec), None, sizes)
+    if grown is None or not (check or _eager_runs)(module, *grown):
+        return None
+    try:
+        return _export_refined(module, *grown, spec, strict)
+    except Exception:
+        return None
+
+
+def _general_but_a_minimum(refined: Refined, names: set[str],
+                           tops: dict[str, int | None]) -> bool:
+    """Whether ``refined`` holds no declared dim to a residue class, needs no split,
+    and bounds the dims ``tops`` names (each with its declared maximum) only from below,
+    where the sizes below can be run one by one (``_from_below_only``)."""
+    return not _residue_ties(refined.notes, names) and refined.split is None and all(
+        _from_below_only(n, name, top) for n in refined.notes for name, top in tops.items())
 
 
 def _from_below_only(note: str, name: str, top: int | None) -> bool:
@@ -247,7 +250,6 @@ def _past_a_window(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[
     program 487). At 10 the count is 2 and the capture holds from 8 on. torch.export
     proves it over its range; the sizes below are run against eager, and the export is
     refused where the example is not among those that match."""
-    from pt2onnx.capture._resize import _grown
 
     inputs = bound_inputs(module, args, kwargs)
     declared = declared_axes(inputs, spec)
@@ -265,18 +267,9 @@ def _past_a_window(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[
         targets[a.name] = target
     if not targets:
         return None
-    grown = _grown(args, kwargs, inputs, declared, None, targets)
-    if grown is None or not _eager_runs(module, *grown):
-        return None
-    try:
-        other = _export_refined(module, *grown, spec, strict)
-    except Exception:
-        return None
-    if _residue_ties(other.notes, set(targets)) or other.split is not None:
-        return None
-    if all(_from_below_only(n, name, tops[name]) for n in other.notes for name in targets):
-        return other
-    return None
+    other = _captured_at(module, args, kwargs, spec, strict, targets)
+    return other if other is not None and _general_but_a_minimum(
+        other, set(targets), tops) else None
 
 
 def _past_a_stale_key(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -287,7 +280,6 @@ def _past_a_stale_key(module: torch.nn.Module, args: tuple[Any, ...], kwargs: di
     ``len == 5``; at another size, the refill is traced, and the guard ``len != 5``
     fails at one size, where the file is run against eager (``_guards_hold``'s holes).
     None where the dims are not fixed, or no eager call at another size writes state."""
-    from pt2onnx.capture._resize import _grown
 
     fixed = dict(getattr(exc, "fixed_dims", None) or [])
     inputs = bound_inputs(module, args, kwargs)
@@ -302,13 +294,7 @@ def _past_a_stale_key(module: torch.nn.Module, args: tuple[Any, ...], kwargs: di
             sizes[a.name] = grown
     if not sizes:
         return None
-    example = _grown(args, kwargs, inputs, declared, None, sizes)
-    if example is None or not _writes_state(module, *example):
-        return None
-    try:
-        return _export_refined(module, *example, spec, strict)
-    except Exception:
-        return None
+    return _captured_at(module, args, kwargs, spec, strict, sizes, check=_writes_state)
 
 
 def _past_a_cap(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -363,21 +349,13 @@ def _past_a_computed_cap(module: torch.nn.Module, args: tuple[Any, ...],
     (BERT's positions end at 512: eager fails at 513, and the bound stays) and the
     capture there is bounded nowhere; torch.export proves it over the whole range, and
     the example's own size is checked as any size is (size 1 by ``_size_one``)."""
-    from pt2onnx.capture._resize import _grown
 
     if not every:
         return refined
-    inputs = bound_inputs(module, args, kwargs)
-    declared = declared_axes(inputs, spec)
-    sizes = _with_ties({name: top + 1 for name, top in every.items()}, refined.notes)
-    grown = _grown(args, kwargs, inputs, declared, None, sizes)
-    if grown is None or not _eager_runs(module, *grown):
-        return refined
-    try:
-        other = _export_refined(module, *grown, spec, strict)
-    except Exception:
-        return refined
-    if any(" bounded to " in n for n in other.notes) or other.split is not None:
+    other = _captured_at(module, args, kwargs, spec, strict, _with_ties(
+        {name: top + 1 for name, top in every.items()}, refined.notes))
+    if other is None or any(" bounded to " in n for n in other.notes) or (
+            other.split is not None):
         return refined
     return other
 
@@ -464,185 +442,6 @@ def _capped_above_example(refined: Refined, declared: list[DeclaredAxis]) -> dic
                     not isinstance(top, int) or top > int(m.group(2))):
                 capped[a.name] = int(m.group(2))
     return capped
-
-
-def _export_refined(
-    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
-    strict: bool, oblivious: bool = True,
-) -> Refined:
-    inputs = bound_inputs(module, args, kwargs)
-    declared = declared_axes(inputs, spec)
-    log = GuardLog()
-    mode = _compat.size_oblivious if oblivious else contextlib.nullcontext
-    with log, mode():
-        try:
-            program = _export(module, args, kwargs, spec, strict)
-        except Exception as exc:
-            if not is_constraint_violation(exc):
-                raise
-            first: BaseException = exc
-    if "first" not in locals():
-        try:
-            return _checked(Refined(program, spec), inputs, log)
-        except CaptureError:
-            # torch 2.12 specialises a Dim whose guards it cannot prove without saying
-            # so: the guards it logged decide, as for a violation.
-            held = _guards_hold_module().export_if_guards_hold(
-                module, args, kwargs, spec, strict, "", declared, log, mode)
-            if held is None:
-                raise
-            return held
-    fixes = suggested_fixes(str(first))
-    real = {name for name, fix in fixes}  # what the size-oblivious capture itself fixes
-    text = str(first)
-    if not fixes:
-        # A size-oblivious capture states a bound only as a failed guard; an ordinary
-        # capture turns the same guards into suggested fixes.
-        with log:
-            try:
-                program = _export(module, args, kwargs, spec, strict)
-                return _checked(Refined(program, spec), inputs, log)
-            except Exception as exc:
-                if not is_constraint_violation(exc):
-                    raise first from None
-                fixes, text = suggested_fixes(str(exc)), str(exc)
-    # A guard torch.export suggests no fix for (``b - round(b / 2) >= 0``) may still
-    # hold over the whole range: evaluated before giving up.
-    held = _guards_hold_module().export_if_guards_hold(
-        module, args, kwargs, spec, strict, text, declared, log, mode,
-        partial=all(re.fullmatch(r"-?\d+", fix) for _, fix in fixes))
-    if held is not None:
-        return held
-    if not fixes:
-        raise first
-    by_name: dict[str, list[DeclaredAxis]] = {}
-    for a in declared:
-        by_name.setdefault(a.name or "", []).append(a)
-    fixed, applied, notes = [], [], []
-    fixes = [(f.split(" = ", 1)[0], f.split(" = ", 1)[1])
-             for f in _bounded_roots([f"{n} = {f}" for n, f in fixes], by_name)]
-    for name, fix in fixes:
-        axis = by_name.get(name, [])
-        if re.fullmatch(r"-?\d+", fix):
-            if axis and axis[0].size in (0, 1) and int(fix) == axis[0].size and name not in real:
-                continue  # the 0/1 specialisation that size-oblivious capture avoids
-            fixed.append((name, int(fix), axis))
-            continue
-        applied.append(f"{name} = {fix}")
-        notes.append(_describe_fix(name, fix, axis, log))
-    if fixed:
-        raise fixed_size_error(fixed, log)
-    if not applied:
-        raise first
-    failed: BaseException | None = None
-    for _ in range(_ROUNDS):
-        applied = _bounded_roots(applied, by_name)
-        try:
-            refined = _compat.refine_dynamic_shapes(applied, spec)
-        except Exception:
-            raise first from None
-        failed = None
-        with log, mode():
-            try:
-                program = _export(module, args, kwargs, refined, strict)
-            except Exception as exc:
-                failed = exc
-        if failed is None or not is_constraint_violation(failed):
-            break
-        # torch states the relations it meets one capture at a time (a dim named in a
-        # spec found equal to another, then the next): the new ones are applied too.
-        more = [(name, fix) for name, fix in suggested_fixes(str(failed))
-                if not re.fullmatch(r"-?\d+", fix) and f"{name} = {fix}" not in applied]
-        if not more:
-            break
-        for name, fix in more:
-            applied.append(f"{name} = {fix}")
-            notes.append(_describe_fix(name, fix, by_name.get(name, []), log))
-    if failed is not None and is_constraint_violation(failed):
-        # The relations applied, a guard torch cannot prove may be left (``C = B``, then
-        # ``B - round(B / 3) >= 0``): evaluated over the range as for the first capture.
-        held = _guards_hold_module().export_if_guards_hold(
-            module, args, kwargs, refined, strict, str(failed), declared, log, mode)
-        if held is not None:
-            held.notes[:0] = notes
-            return held
-    if failed is not None:
-        with log:  # outside the size-oblivious mode: the retries choose their own
-            grown = _grown_refined(module, args, kwargs, declared, refined, strict, failed)
-        if grown is not None:
-            return _checked(Refined(grown, refined, notes=notes), inputs, log)
-        if is_constraint_violation(failed):
-            raise CaptureError(
-                "torch.export rejected the dynamic shapes even after applying its own "
-                "suggested fixes (" + "; ".join(applied) + "):\n  - "
-                + _torch_message(failed)
-                + "\nNext step: the dims above are tied together in a way torch.export "
-                "cannot express; declare fewer of them dynamic, or make them one Dim."
-            ) from None
-        raise failed
-    return _checked(Refined(program, refined, notes=notes), inputs, log)
-
-
-_LINEAR = re.compile(r"(\w+) = (?:(\d+)\*)?(\w+)(?: ([+-]) (\d+))?$")
-_ROOT = re.compile(r"(\w+) = Dim\('\w+'(?:, min=(\d+))?(?:, max=(\d+))?\)$")
-
-
-def _bounded_roots(fixes: list[str], by_name: dict[str, list[DeclaredAxis]]) -> list[str]:
-    """torch.export suggests ``B = 4*_B - 3`` with ``_B = Dim('_B', max=16)`` and no
-    minimum, then refuses the spec: "Expected derived min value of 4*_B - 3 to be >= 0"
-    (``torch.cat([x, x[:3]]).view(-1, 4)``, where B is 1, 5, 9, ...). Each root gets the
-    smallest minimum that keeps every dim derived from it at or above that dim's declared
-    minimum (and 0)."""
-    roots = {m.group(1): m for f in fixes if (m := _ROOT.match(f))}
-    need: dict[str, int] = {}
-    for f in fixes:
-        m = _LINEAR.match(f)
-        if m is None or m.group(3) not in roots or m.group(1) == m.group(3):
-            continue
-        scale = int(m.group(2) or 1)
-        offset = int(m.group(5) or 0) * (-1 if m.group(4) == "-" else 1)
-        axes = by_name.get(m.group(1), [])
-        low = getattr(axes[0].dim, "min", 0) if axes else 0
-        low = max(low if isinstance(low, int) else 0, 0)
-        need[m.group(3)] = max(need.get(m.group(3), 0), -(-(low - offset) // scale))
-    out = []
-    for f in fixes:
-        m = _ROOT.match(f)
-        if m is not None and m.group(1) in need:
-            current = int(m.group(2)) if m.group(2) else 0
-            if need[m.group(1)] > current:
-                hi = f", max={m.group(3)}" if m.group(3) else ""
-                f = f"{m.group(1)} = Dim('{m.group(1)}', min={need[m.group(1)]}{hi})"
-        out.append(f)
-    return out
-
-
-def _grown_refined(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
-                   declared: list[DeclaredAxis], refined: Any, strict: bool,
-                   exc: BaseException) -> torch.export.ExportedProgram | None:
-    """The refined spec captured another way, where the example failed it:
-
-    - an ordinary capture of the same example: a size-oblivious one guards ``s != 1``
-      (tensordot), which a range that holds 1 violates; the size-1 proof checks 1;
-    - the example with every declared dim doubled: a fix such as ``n = 2*half`` can put
-      a new root at 1 (``view(-1, 2)`` of 2 elements), which torch then specialises.
-    """
-    from pt2onnx.capture._resize import _grown
-
-    if not is_constraint_violation(exc):
-        return None
-    grown = _grown(args, kwargs, bound_inputs(module, args, kwargs), declared, None)
-    tries: list[tuple[tuple[tuple[Any, ...], dict[str, Any]], Any]] = [
-        ((args, kwargs), contextlib.nullcontext)]
-    if grown is not None:
-        tries += [(grown, _compat.size_oblivious), (grown, contextlib.nullcontext)]
-    for (a, k), mode in tries:
-        try:
-            with mode():
-                return _export(module, a, k, refined, strict)
-        except Exception:
-            continue
-    return None
 
 
 BOUNDED_RANGE = re.compile(r"^(\w+) bounded to \[(\d+), (\w+)\]")
