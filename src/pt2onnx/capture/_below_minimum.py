@@ -92,7 +92,7 @@ def points(module: torch.nn.Module, program: torch.export.ExportedProgram,
                 # Every symbol of the name: torch.export can give two inputs' dims one
                 # Dim as two symbols (fuzz seed 6301, program 541: resizing one of them
                 # left the others at the grown size, and eager failed).
-                example = example_at(program, {**known, symbols[name]: size, **{
+                example = example_at(program, {**known, **{
                     sym: size for sym, n in names.items() if n == name and sym in known}})
             point = None
             if example is not None:
