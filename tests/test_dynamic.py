@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import onnx
 import pytest
 import torch
@@ -89,16 +90,29 @@ def test_symint_arithmetic_becomes_shape_ops():
 
 
 @specialises
-def test_specialised_dim_error_names_the_dim(tmp_path):
+def test_a_dim_the_model_needs_a_multiple_of_is_held_to_its_class(tmp_path):
+    """``x.view(4, -1)`` runs only where 3 * batch is a multiple of 4. torch.export fixed
+    the dim to the example and pt2onnx refused it; TorchScript writes a Reshape that is
+    right wherever the model runs. The dim is now captured from the example's residue
+    class (``capture/_residue.py``): no other class runs in eager, so the file holds that
+    class, and the report says so, naming the dim."""
     class Fixed(nn.Module):
         def forward(self, x):
             return x.view(4, -1)
 
-    with pytest.raises(pt2onnx.CaptureError) as info:
-        pt2onnx.export(Fixed(), (torch.randn(4, 3),), tmp_path / "m.onnx",
-                       dynamic_shapes={"x": {0: Dim("batch")}})
-    assert "batch" in str(info.value)
-    assert list(tmp_path.iterdir()) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            prog = pt2onnx.export(Fixed(), (torch.randn(4, 3),), tmp_path / "m.onnx",
+                                  dynamic_shapes={"x": {0: Dim("batch")}})
+        except pt2onnx.CaptureError as exc:  # measured on torch 2.13; a typed refusal
+            assert _compat.TORCH_VERSION != (2, 13), exc  # elsewhere, naming the dim
+            assert "batch" in str(exc) and list(tmp_path.iterdir()) == []
+            return
+    assert any(n.startswith("batch tied to other dims") for n in prog.report.dynamic_refinements)
+    for n in (4, 8, 12, 64):
+        x = torch.randn(n, 3)
+        np.testing.assert_allclose(prog.run(x)[0], Fixed()(x).numpy(), rtol=1e-6)
 
 
 def test_unknown_dynamic_shapes_key():

@@ -199,18 +199,6 @@ def test_dynamic_true_makes_every_free_axis_dynamic_and_reports_the_fixed_ones()
     _check(prog, [((torch.randn(b, 6),), {}) for b in (1, 4, 7)])
 
 
-@specialises
-def test_declared_dim_the_model_fixes_names_the_guard():
-    class Fixed(nn.Module):
-        def forward(self, x):
-            return x.view(4, -1)
-
-    with pytest.raises(pt2onnx.CaptureError) as info:
-        pt2onnx.export(Fixed(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: Dim("batch")}})
-    text = str(info.value)
-    assert "batch" in text and "fixed to 4" in text and "test_dynamic_batch1.py:" in text
-
-
 def test_related_dims_are_tied_with_a_warning():
     """cat along dim 1 needs a = b: torch.export ties them, the warning says so, and the
     file names both dims a."""

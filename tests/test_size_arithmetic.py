@@ -482,3 +482,98 @@ def test_a_count_that_is_1_only_around_the_example_is_captured_past(example: int
         got = prog.run(x)[0]
         assert got.shape == tuple(model(x).shape), n
         np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _ChunksByParity(torch.nn.Module):
+    """Fuzz seed 6301, program 37, reduced: one chunk at even lengths and two at odd
+    ones (``split(max(n - n % 2, 1))[-1]``: the whole input, or its last row), beside
+    rows of four (``n // 4``)."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = x.split(max(len(x) - len(x) % 2, 1), 0)[-1]
+        b = y.narrow(1, 0, y.shape[1] // 4 * 4).reshape(5, y.shape[1] // 4, 4)
+        return a * 2, b + 1
+
+
+def _chunk_inputs(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(n, 3), torch.randn(5, n)
+
+
+def _joined_by_residue(prog: Any) -> bool:
+    """Whether the file picks a capture by an If on a size's residue (a Mod, in the
+    main graph or a branch)."""
+    def ops(graph: Any) -> list[str]:
+        found = []
+        for node in graph.node:
+            found.append(node.op_type)
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    found += ops(attr.g)
+        return found
+
+    return "Mod" in ops(prog.model_proto.graph)
+
+
+@pytest.mark.parametrize("example", [5, 6, 7, 8])
+def test_a_dim_held_to_one_residue_class_gets_a_capture_per_class(example: int) -> None:
+    """torch.export holds the length to the example's class mod 4 (from 5, 6 and 7 it
+    suggests ``n = 4*_n - 3`` and the like; from 8 it suggests nothing and refused), and
+    every class ties again: no single capture holds. The file holds one capture per
+    class, chosen by an If on ``n % 4``, each proved by torch.export over its class,
+    and one at 1 (the class of 1's capture holds from 5): right at every size from 1 to
+    64 (``capture/_residue.py``). Before, from 5 to 7 the file was reported as narrowed
+    to one class (and was wrong at 1, which the narrowed range still claimed); from 8
+    the export was refused."""
+    model = _ChunksByParity()
+    n = Dim("n", min=1, max=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            prog = pt2onnx.export(model, _chunk_inputs(example),
+                                  dynamic_shapes=({0: n}, {1: n}))
+        except pt2onnx.CaptureError:
+            if _TORCH == (2, 13):
+                raise
+            return  # measured on torch 2.13; elsewhere a typed refusal, no file
+    if _TORCH != (2, 13) and prog.report.dynamic_refinements:
+        return  # a narrowing off torch 2.13 is reported, never silent
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
+    assert _joined_by_residue(prog)
+    for size in range(1, 65):
+        inputs = _chunk_inputs(size)
+        got = prog.run(*inputs)
+        for g, e in zip(got, model(*inputs)):
+            assert g.shape == tuple(e.shape), size
+            np.testing.assert_allclose(g, e.numpy(), rtol=1e-6)
+
+
+class _LastChunk(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.split(max(len(x) - len(x) % 2, 1), 0)[-1] * 2
+
+
+@pytest.mark.parametrize("example", [2, 6])
+def test_a_guard_torch_export_cannot_solve_is_captured_per_residue_class(
+        example: int) -> None:
+    """At an even length the split gives one chunk, and torch.export guards ``ceil(n /
+    max(1, n - n % 2)) == 1`` and suggests no fix: the dim was refused as fixed to the
+    example. Declared as ``2*r - 2`` (even sizes), and then ``2*r - 1`` (odd), each
+    capture is general: the file holds both (``capture_by_residue``)."""
+    model = _LastChunk()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            prog = pt2onnx.export(model, (torch.randn(example, 3),),
+                                  dynamic_shapes=({0: Dim("n", min=1, max=64)},))
+        except pt2onnx.CaptureError:
+            if _TORCH == (2, 13):
+                raise
+            return
+    if _TORCH != (2, 13) and prog.report.dynamic_refinements:
+        return
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
+    for size in (1, 2, 3, 4, 5, 6, 7, 63, 64):
+        x = torch.randn(size, 3)
+        got = prog.run(x)[0]
+        assert got.shape == tuple(model(x).shape), size
+        np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-6)

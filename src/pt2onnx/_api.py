@@ -26,6 +26,7 @@ from pt2onnx.capture import (
     named_dims,
     preserved_state,
     settle,
+    split_by_residue,
     split_trailing_kwargs,
     split_up_to,
     without_far_split,
@@ -212,7 +213,7 @@ def _pipeline(call: _stages.Call) -> OnnxProgram:
     with rep.stage("capture"):
         rep.warnings.extend(materialize_lazy(call.model, call.args, call.kwargs))
         stages.convert_precision()  # a converted copy of the model, for precision=
-        captured = stages.capture(stages.record)
+        captured = stages.capture_first()
     stages.choose_opset(captured, MAX_OPSET)
     stages.captured_first(captured)
     with rep.stage("decompose"):
@@ -243,6 +244,13 @@ def _pipeline(call: _stages.Call) -> OnnxProgram:
                     raise CaptureError(b.excluded)
             if not any(b.name == split for b in captured.below_minimum):
                 raise _FarSplitFailed
+    if isinstance(call.model, torch.nn.Module) and any(
+            " tied to other dims: " in n for n in rep.dynamic_refinements):
+        with rep.stage("verify"):
+            rep.warnings.extend(split_by_residue(
+                prog, rep, call.model, *_stages._example_of(captured, call.args, call.kwargs),
+                call.spec, stages.dim_names or [], stages.capture_on,
+                lambda other, cap: settle(other, cap, stages.at_one), stages.at_one))
     if call.functions is not None:  # module calls as ONNX functions, on the finished graph
         with rep.stage("functions"):
             stages.functions(prog)

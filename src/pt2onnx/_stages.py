@@ -30,6 +30,7 @@ from pt2onnx.capture import (
     as_module,
     bounded_dim,
     capture,
+    capture_by_residue,
     composite,
     user_dim_names,
     without_dims,
@@ -219,6 +220,21 @@ class Stages:
             captured.strategy += (", after rewriting its eager-mode quantized tensors and "
                                   "modules into quantize/dequantize form")
         return captured
+
+    def capture_first(self) -> CaptureResult:
+        """The model captured on the example; where torch.export refuses a declared dim
+        and suggests no fix, from the example's residue class of it (``capture/
+        _residue.py``: the other classes are captured after translation)."""
+        call = self.call
+        try:
+            return self.capture(self.record)
+        except CaptureError as exc:
+            found = capture_by_residue(
+                call.model, call.args, call.kwargs, call.spec, exc,
+                lambda spec: self.capture(True, None, spec, user_spec=False))
+            if found is None:
+                raise
+            return found
 
     def note_capture(self, captured: CaptureResult) -> None:
         rep = self.rep
@@ -445,15 +461,28 @@ class Stages:
         if spec is None:
             return None
         cap = self.capture(True, None, spec, user_spec=False)
+        return self._translated_like(prog, cap, call.args, call.kwargs, spec), cap
+
+    def capture_on(self, prog: OnnxProgram, inputs: tuple[tuple[Any, ...], dict[str, Any]],
+                   spec: Any) -> tuple[OnnxProgram, CaptureResult]:
+        """The model captured again on ``inputs`` with ``spec`` (one residue class of a
+        dim, ``capture/_residue.py``), translated and optimized, as a program run like
+        ``prog``."""
+        cap = self.capture(True, inputs, spec, user_spec=False)
+        return self._translated_like(prog, cap, *inputs, spec), cap
+
+    def _translated_like(self, prog: OnnxProgram, cap: CaptureResult, args: tuple[Any, ...],
+                         kwargs: dict[str, Any], spec: Any) -> OnnxProgram:
         program = self.decompose(cap)
-        names = user_dim_names(call.model, *_example_of(cap, call.args, call.kwargs), spec,
+        names = user_dim_names(self.call.model, *_example_of(cap, args, kwargs), spec,
                                cap.program)
         translator = self._translator(program, names, _tie_names(names, cap.ties))
-        low = copy.copy(prog)
-        low.model, low._session = self.optimize(translator.run()), None
-        low._program, low._fx_values = program, translator.fx_values
-        low._extra_outputs, low._sym_names = len(translator.extra_outputs), translator.sym_names
-        return low, cap
+        other = copy.copy(prog)
+        other.model, other._session = self.optimize(translator.run()), None
+        other._program, other._fx_values = program, translator.fx_values
+        other._extra_outputs = len(translator.extra_outputs)
+        other._sym_names = translator.sym_names
+        return other
 
     def verify(self, prog: OnnxProgram) -> None:
         result = prog.verify(bisect=True)  # the example, a second size, and size 1

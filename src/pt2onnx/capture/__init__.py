@@ -38,6 +38,7 @@ from pt2onnx.capture._dynamic import (
 )
 from pt2onnx.capture._model_state import materialize_lazy
 from pt2onnx.capture._refine import without_far_split
+from pt2onnx.capture._residue import capture_by_residue, split_by_residue
 from pt2onnx.capture._resize import example_at, known_values, second_size
 from pt2onnx.capture._size_one import Unproved, ones_allowed, settle, trusted
 from pt2onnx.capture._up_to import split_up_to
@@ -51,6 +52,7 @@ __all__ = [
     "bound_inputs",
     "bounded_dim",
     "capture",
+    "capture_by_residue",
     "check_args",
     "composite",
     "declared_min",
@@ -65,6 +67,7 @@ __all__ = [
     "preserved_state",
     "second_size",
     "settle",
+    "split_by_residue",
     "split_trailing_kwargs",
     "split_up_to",
     "tensor_leaves",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -268,6 +269,22 @@ def _capture_exported(
     return result
 
 
+# Set for the captures of one residue class (``_residue``): their dims are derived
+# (``k*r + c``), and non-strict torch.export can hold ``int()`` of a derived size
+# constant with no guard (torch 2.13), where dynamo keeps it symbolic.
+STRICT_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("strict_only",
+                                                                   default=False)
+
+
+@contextlib.contextmanager
+def strict_only() -> Iterator[None]:
+    token = STRICT_ONLY.set(True)
+    try:
+        yield
+    finally:
+        STRICT_ONLY.reset(token)
+
+
 def _narrowed(notes: list[str]) -> tuple[int, int]:
     """How far refinement narrowed the declared dims: (bounds from above, other bounds
     and ties), compared as a tuple, so a bound from above (the last resort) weighs most."""
@@ -290,7 +307,7 @@ def _capture_declared(
     # int() must return an int: x[:, :int(x.size(1) / 2)]); dynamo keeps it symbolic, so
     # a dim fixed there gets a strict capture before the refusal stands.
     fixed: CaptureError | None = None
-    for strict in (False, False, True):
+    for strict in (True,) if STRICT_ONLY.get() else (False, False, True):
         if not strict and (fixed is not None or (errors and not _register_mapping_outputs(
                 module, args, kwargs, errors))):
             continue  # the second non-strict try is for a model returning a dict subclass
@@ -322,6 +339,12 @@ def _capture_declared(
         except Exception as exc:
             errors.append(f"torch.export.export(strict={strict}) failed: {_short(exc)}")
             if dynamic_shapes is not None and _is_shape_spec_error(exc):
+                if not strict and fixed is None and "specialized it to be a constant" in str(
+                        exc):
+                    # len() or int() of a size: dynamo keeps it symbolic (the refusal
+                    # stands if strict mode fails too).
+                    fixed = CaptureError(_spec_error_message(exc))
+                    continue
                 # The dynamic_shapes spec is wrong; strict mode would say the same.
                 raise CaptureError(_spec_error_message(exc)) from None
             continue
@@ -341,7 +364,8 @@ def _capture_declared(
                                or (refined.split is not None and n == refined.split[0])})
         checked, unproved = _size_one.check(
             module, refined.program, strict, _symbol_names(positions, refined), ties)
-        if _second_size.needed(refined.notes, refined.assumed):
+        if _second_size.needed(refined.notes, refined.assumed) or _dynamic.has_derived(
+                dynamic_shapes):
             second_notes, second = _second_size.point(
                 module, refined.program, strict, _symbol_names(positions, refined), positions)
             checked, unproved = checked + second_notes, unproved + second

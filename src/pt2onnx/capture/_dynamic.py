@@ -245,6 +245,45 @@ def bounded_dim(spec: Any, name: str, top: int) -> Any:
     return bounded if found and all(f is not None for f in found) else None
 
 
+def has_derived(spec: Any) -> bool:
+    """Whether ``spec`` declares a derived dim (``2*half``, ``k*r + c``): non-strict
+    torch.export can hold ``int()`` of one constant with no guard that says so
+    (``int(n * 0.5)`` with ``n = 2*r - 1``, torch 2.13), so its capture is compared with
+    one at a second size (``_second_size``)."""
+    if isinstance(spec, dict):
+        return any(has_derived(v) for v in spec.values())
+    if isinstance(spec, (list, tuple)):
+        return any(has_derived(v) for v in spec)
+    return getattr(spec, "root", None) is not None
+
+
+def in_residue_class(spec: Any, names: list[str], k: int, offset: int, low: int,
+                     high: int | None, root: str) -> Any:
+    """``spec`` with each Dim called one of ``names`` replaced by ``k*root + offset``
+    (one residue class of its sizes; ``root`` ranges over [low, high]); None where a
+    derived dim is built on one of them (it would still hold the old Dim)."""
+    base = torch.export.Dim(root, min=low, max=high) if high is not None else (
+        torch.export.Dim(root, min=low))
+    derived = k * base + offset if offset else k * base
+    found: list[Any] = []
+
+    def walk(s: Any) -> Any:
+        if isinstance(s, dict):
+            return {key: walk(v) for key, v in s.items()}
+        if isinstance(s, (list, tuple)):
+            return type(s)(walk(v) for v in s)
+        if getattr(getattr(s, "root", None), "__name__", None) in names:
+            found.append(None)
+            return s
+        if getattr(s, "__name__", None) in names and hasattr(s, "min"):
+            found.append(s)
+            return derived
+        return s
+
+    replaced = walk(spec)
+    return replaced if found and all(f is not None for f in found) else None
+
+
 def without_dims(spec: Any, names: list[str]) -> Any:
     """``spec`` with the Dims called ``names`` (and the dims derived from them) made static;
     None when no dynamic dim is left."""

@@ -95,7 +95,7 @@ def _past_a_residue_tie(module: torch.nn.Module, args: tuple[Any, ...],
     declared = declared_axes(inputs, spec)
     sizes = {a.name: a.size for a in declared if a.name is not None}
     ties = _residue_ties(refined.notes, set(sizes))
-    if not ties:
+    if not ties or not RESIDUE_RETRY.get():
         return refined
     roots = {root for _, root, _ in ties.values()}
     groups = {(k, root, r) for k, root, r in ties.values()}
@@ -388,6 +388,21 @@ def without_far_split() -> Iterator[None]:
         yield
     finally:
         FAR_SPLIT.reset(token)
+
+
+# Off inside the captures ``_residue`` makes from each other residue class: each ties to
+# its own class by design, so trying the other classes again gains nothing.
+RESIDUE_RETRY: contextvars.ContextVar[bool] = contextvars.ContextVar("residue_retry",
+                                                                      default=True)
+
+
+@contextlib.contextmanager
+def without_residue_retry() -> Iterator[None]:
+    token = RESIDUE_RETRY.set(False)
+    try:
+        yield
+    finally:
+        RESIDUE_RETRY.reset(token)
 
 
 TIED_NOTE = re.compile(r"^(\w+) tied to other dims: \1 = (.+?)(?: by the guard .*)?$")

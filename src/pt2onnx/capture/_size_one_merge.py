@@ -74,9 +74,26 @@ def merge_up_to(general: ir.Model, low: ir.Model, where: tuple[int, int], top: i
     return _join(general, low, "up_to", [where], "LessOrEqual", top)
 
 
+def merge_at(general: ir.Model, at_n: ir.Model, where: tuple[int, int], n: int,
+             ) -> tuple[ir.Model, list[str]]:
+    """``general`` with its nodes under ``If(Shape(input)[axis] == n, at_n, general)``:
+    ``at_n`` was captured with that dim static at ``n`` (a size below the range its
+    residue class's capture holds, ``_residue``)."""
+    return _join(general, at_n, f"at{n}", [where], "Equal", n)
+
+
+def merge_residue(general: ir.Model, other: ir.Model, where: tuple[int, int], k: int,
+                  residue: int) -> tuple[ir.Model, list[str]]:
+    """``general`` with its nodes under ``If(Shape(input)[axis] % k == residue, other,
+    general)``: ``other`` was captured for that dim's sizes of one residue class
+    (``_residue``)."""
+    return _join(general, other, f"mod{k}_{residue}", [where], "Equal", residue, modulus=k)
+
+
 def _join(general: ir.Model, other: ir.Model, prefix: str, where: list[tuple[int, int]],
-          compare: str, size: int) -> tuple[ir.Model, list[str]]:
-    """``If(compare(Shape(input)[axis], size) for each (input, axis), other, general)``."""
+          compare: str, size: int, modulus: int | None = None) -> tuple[ir.Model, list[str]]:
+    """``If(compare(Shape(input)[axis] (% modulus), size) for each (input, axis), other,
+    general)``."""
     g, g1 = general.graph, other.graph
     if len(g.inputs) != len(g1.inputs) or len(g.outputs) != len(g1.outputs):
         raise ValueError("the two captures have different inputs or outputs")
@@ -100,17 +117,33 @@ def _join(general: ir.Model, other: ir.Model, prefix: str, where: list[tuple[int
     shapes = [_merged_shape(a, b) for a, b in zip(outputs, g1.outputs)]
     other_rank = [v.name or "" for v, w in zip(outputs, g1.outputs) if v.shape is not None
                   and w.shape is not None and len(v.shape) != len(w.shape)]
-    then_branch, else_branch = _branch(g1, prefix), _branch(g, "general")
+    # A model joined before already holds "general/..." names (one If per residue class,
+    # or size 1 beside a split): each join names its own.
+    taken = {(v.name or "").split("/", 1)[0] for node in g.all_nodes() for v in node.outputs}
+    rest = next(f"general{i or ''}" for i in range(len(taken) + 1)
+                if f"general{i or ''}" not in taken)
+    then_branch, else_branch = _branch(g1, prefix), _branch(g, rest)
     bound = ir.Value(name=f"{prefix}/size", const_value=ir.tensor(np.array([size], np.int64)))
     g.register_initializer(bound)
     tests: list[ir.Node] = []
+    cond: ir.Node | None = None
     for input_index, axis in where:
         size_of = ir.Node("", "Shape", [g.inputs[input_index]], attributes=[
             ir.AttrInt64("start", axis), ir.AttrInt64("end", axis + 1)])
-        tests += [size_of, ir.Node("", compare, [size_of.outputs[0], bound])]
-        if len(tests) > 2:
-            tests.append(ir.Node("", "And", [tests[-3].outputs[0], tests[-1].outputs[0]]))
-    cond = tests[-1]
+        tests.append(size_of)
+        if modulus is not None:
+            by = ir.Value(name=f"{prefix}/modulus",
+                          const_value=ir.tensor(np.array([modulus], np.int64)))
+            g.register_initializer(by)
+            size_of = ir.Node("", "Mod", [size_of.outputs[0], by])
+            tests.append(size_of)
+        test = ir.Node("", compare, [size_of.outputs[0], bound])
+        tests.append(test)
+        if cond is not None:
+            test = ir.Node("", "And", [cond.outputs[0], test.outputs[0]])
+            tests.append(test)
+        cond = test
+    assert cond is not None
     choose = ir.Node("", "If", [cond.outputs[0]],
                      attributes=[ir.AttrGraph("then_branch", then_branch),
                                  ir.AttrGraph("else_branch", else_branch)],
@@ -118,7 +151,7 @@ def _join(general: ir.Model, other: ir.Model, prefix: str, where: list[tuple[int
     g.extend([*tests, choose])
     for out, old, name, shape in zip(choose.outputs, outputs, names, shapes):
         if old.producer() is not None:  # the If's output takes the name
-            old.name = f"general/{name}"
+            old.name = f"{rest}/{name}"
         out.name, out.type, out.shape = name, old.type, shape
         g.outputs.append(out)
     for domain, version in g1.opset_imports.items():

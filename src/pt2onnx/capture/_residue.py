@@ -1,0 +1,344 @@
+"""One capture per residue class of a dim: ``If(B % k == r, capture of class r, ...)``.
+
+torch.export's solver removes a ``FloorDiv`` or ``Mod`` from guards it cannot prove by
+tying a declared dim to the example's residue class (``B = 4*_B - 3``: sizes 1 more
+than a multiple of 4). Where a capture from another class's size is general,
+``_refine._past_a_residue_tie`` takes it. Where every class ties again (``x.split(
+max(n - n % 2, 1))[-1]``: one chunk at even sizes, two at odd ones, beside ``n // 4``),
+no single capture holds, but each class has one that torch.export proves over the
+whole class: pt2onnx captures the model once from a size in each class, translates
+each, and joins them under ``If`` on ``Shape(input)[axis] % k``. Each branch is run
+against eager on its own example before the file is kept; where a class's capture
+narrows anything more than its class, the narrowing stands, as reported.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from pt2onnx.capture._refine import (
+    _RESIDUE,
+    BOUNDED_RANGE,
+    TIED_NOTE,
+    _residue_ties,
+    _with_ties,
+    without_residue_retry,
+)
+from pt2onnx.errors import CaptureError
+
+
+def _root_range(notes: list[str], root: str) -> tuple[int, float] | None:
+    for note in notes:
+        m = BOUNDED_RANGE.match(note)
+        if m is not None and m.group(1) == root:
+            high = m.group(3)
+            return int(m.group(2)), float(high) if high.isdigit() else float("inf")
+    return None
+
+
+def _class_of(notes: list[str], names: set[str]) -> tuple[list[str], int, str, int] | None:
+    """(tied dims, k, root, residue) where ``notes`` hold declared dims to one residue
+    class of one root; None otherwise."""
+    ties = _residue_ties(notes, names)
+    groups = set(ties.values())
+    if len(groups) != 1:
+        return None
+    k, root, residue = next(iter(groups))
+    return sorted(ties), k, root, residue
+
+
+def _below(notes: list[str], tied: list[str], k: int, residue: int, low: int,
+           high: float) -> list[int] | None:
+    """The sizes of class ``residue`` mod ``k`` in [low, high] below the range
+    torch.export proved for the tied dims (a root at 1 is not proved: torch specializes
+    sizes 0 and 1), to be run one by one; None where ``notes`` do not hold the tied dims
+    to that class or do not reach ``high``."""
+    found = _class_of(notes, set(tied))
+    if found is None or found[0] != tied or found[1] != k or found[3] != residue:
+        return None
+    span = _root_range(notes, found[2])
+    c = _offset(notes, tied[0])
+    if span is None or c is None:
+        return None
+    first = k * max(span[0], 2) + c
+    last = high if high == float("inf") else max(
+        n for n in range(int(high) - k + 1, int(high) + 1) if n % k == residue)
+    if last != float("inf") and k * span[1] + c < last:
+        return None
+    return [n for n in range(max(low, 0), first) if n % k == residue]
+
+
+def _offset(notes: list[str], name: str) -> int | None:
+    for note in notes:
+        m = TIED_NOTE.match(note)
+        r = _RESIDUE.match(m.group(2).strip()) if m is not None and m.group(1) == name else None
+        if r is not None:
+            return int(r.group(4) or 0) * (-1 if r.group(3) == "-" else 1)
+    return None
+
+
+def _about(note: str) -> str:
+    """The dim a refinement note is about (its first word)."""
+    return note.split(" ", 1)[0]
+
+
+def split_by_residue(
+    prog: Any, rep: Any, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+    spec: Any, dim_names: list[dict[int, str]],
+    capture_on: Callable[[Any, tuple[tuple[Any, ...], dict[str, Any]], Any], tuple[Any, Any]],
+    settle: Callable[[Any, Any], list[str]], at_size: Callable[[Any], Any],
+) -> list[str]:
+    """Where the report holds declared dims to one residue class mod k, ``prog.model``
+    becomes ``If(B % k == r, capture from a size of class r, ...)`` over every other
+    class, and the narrowing is dropped from the report. ``capture_on(prog, inputs,
+    spec)`` captures and translates the model on other inputs with another spec;
+    ``at_size(point)`` captures it with the tied dims static at the point's size. Returns notes; none where no
+    such narrowing is reported or a class has no general capture (it then stands)."""
+    import onnx_ir as ir
+
+    from pt2onnx.capture._dynamic import bound_inputs, declared_axes
+    from pt2onnx.capture._refine import _eager_runs
+    from pt2onnx.capture._resize import _grown
+    from pt2onnx.capture._size_one import Unproved, _run
+    from pt2onnx.capture._size_one_merge import merge_at, merge_residue
+
+    notes = list(rep.dynamic_refinements)
+    inputs = bound_inputs(module, args, kwargs)
+    declared = declared_axes(inputs, spec)
+    sizes = {a.name: a.size for a in declared if a.name is not None}
+    found = _class_of(notes, set(sizes))
+    if found is None:
+        return []
+    tied, k, root, residue = found
+    if len({sizes[n] for n in tied}) != 1:
+        return []
+    lows = [getattr(a.dim, "min", None) for a in declared if a.name in tied]
+    highs = [getattr(a.dim, "max", None) for a in declared if a.name in tied]
+    low = max((v for v in lows if isinstance(v, int)), default=0)
+    high: float = min((v for v in highs if isinstance(v, int)), default=float("inf"))
+    narrowing = [n for n in notes if _about(n) in {root, *tied}]
+    below = _below(narrowing, tied, k, residue, low, high)
+    if below is None:
+        return [f"{', '.join(tied)}: held to sizes {residue} mod {k}, and that capture "
+                "does not reach the declared maximum; the narrowing stands"]
+    general = set(notes) - set(narrowing)
+    where = next(((i, axis) for i, axes in enumerate(dim_names) for axis, n in axes.items()
+                  if n in tied or n == root), None)
+    if where is None:
+        return []
+    size = sizes[tied[0]]
+
+    def grown_to(n: int) -> Any:
+        grown = _grown(args, kwargs, inputs, declared, None,
+                       _with_ties(dict.fromkeys(tied, n), notes))
+        return grown if grown is not None and _eager_runs(module, *grown) else None
+
+    # (size, inputs, whether a capture of its own may be made there: below a range)
+    points = [(n, g, True) for n in below if (g := grown_to(n)) is not None]
+    # The example's class at two more of its sizes, the last one included: the capture
+    # is proved over the class, and what it holds constant without a guard shows here.
+    # The file is the export's own as it stands, so a mismatch is a refusal.
+    for n, grown in _more_of_class(size, k, high, grown_to):
+        wrong = _run(prog, Unproved(f"{tied[0]}={n}", grown[0], grown[1], ""))
+        if wrong is not None:
+            raise CaptureError(
+                f"{', '.join(tied)}: torch.export held the dim to sizes {residue} mod {k}, "
+                f"and the graph captured at {size} does not match eager PyTorch at "
+                f"{tied[0]}={n}, a size of that class: {wrong[:400]}\nThe model turns a "
+                "size into a Python value that torch.export held at the example's value. "
+                f"Next step: leave {tied[0]} static (export at the size you will run), or "
+                "compute that value with tensor ops so the graph stays general.")
+    branches: list[tuple[int, Any, list[str]]] = []
+    for r in range(k):
+        if r == residue:
+            continue
+        found_r = _class_capture(spec, tied, k, r, low, high, size, general, capture_on,
+                                 prog, grown_to)
+        if isinstance(found_r, str):
+            return [f"{', '.join(tied)}: held to sizes {residue} mod {k}, and {found_r}; "
+                    "the narrowing stands"]
+        other, cap, more = found_r
+        points += more
+        extra: list[str] = []
+        if cap.size_one:
+            try:
+                extra = settle(other, cap)
+            except Exception as exc:
+                return [f"{', '.join(tied)}: the capture for sizes {r} mod {k} is not right "
+                        f"at size 1 ({type(exc).__name__}: {str(exc)[:200]}); the "
+                        "narrowing stands"]
+        branches.append((r, other, extra))
+    kept = ir.to_proto(prog.model)
+    try:
+        for r, other, _ in branches:
+            prog.model, _ = merge_residue(prog.model, other.model, where, k, r)
+    except ValueError as exc:  # the captures' inputs or outputs differ
+        prog.model, prog._session = ir.from_proto(kept), None
+        return [f"{', '.join(tied)}: the captures of the classes mod {k} cannot be joined "
+                f"({exc}); the narrowing stands"]
+    prog._session = None
+    # Each branch on its own example, and the sizes below its capture's range one by
+    # one, through the joined file; where one does not match, a capture at that size.
+    fixed: list[int] = []
+    for n, grown, own in points:
+        wrong = _run(prog, Unproved(f"{tied[0]}={n}", grown[0], grown[1], ""))
+        if wrong is not None and own:
+            try:
+                at_n = at_size(Unproved(f"{tied[0]}={n}", grown[0], grown[1], "",
+                                        dim_names=list(tied)))
+                prog.model, _ = merge_at(prog.model, at_n, where, n)
+                prog._session = None
+                fixed.append(n)
+            except Exception as exc:
+                wrong += f" (a capture at {n} failed: {type(exc).__name__}: {str(exc)[:200]})"
+            else:
+                wrong = _run(prog, Unproved(f"{tied[0]}={n}", grown[0], grown[1], ""))
+        if wrong is not None:
+            prog.model, prog._session = ir.from_proto(kept), None
+            return [f"{', '.join(tied)}: joined by residue mod {k}, the file does not match "
+                    f"eager PyTorch at {tied[0]}={n}: {wrong[:300]}; the narrowing stands"]
+    rep.dynamic_refinements[:] = [n for n in notes if n not in narrowing]
+    dropped = {f"dynamic shapes refined: {n}" for n in narrowing}
+    rep.warnings[:] = [w for w in rep.warnings if w not in dropped]
+    out = [f"{', '.join(tied)}: torch.export proves each capture only for one residue class "
+           f"mod {k} (a // or % of the size), so the file holds one capture per class, "
+           f"chosen by an If on {tied[0]} % {k}, each run against eager on its own "
+           f"example; {', '.join(tied)} keep{'s' if len(tied) == 1 else ''} the declared "
+           "range"]
+    if fixed:
+        out.append(f"{tied[0]} at {', '.join(map(str, fixed))}: the class's capture holds "
+                   "only above, so the file holds a capture at each of those sizes too")
+    for r, _, extra in branches:
+        out += [f"{tied[0]} % {k} == {r}: {n}" for n in extra]
+    return out
+
+
+def _class_capture(spec: Any, tied: list[str], k: int, r: int, low: int, high: float,
+                   size: int, general: set[str], capture_on: Callable[..., tuple[Any, Any]],
+                   prog: Any, grown_to: Callable[[int], Any],
+                   ) -> tuple[Any, Any, list[tuple[int, Any, bool]]] | str:
+    """The model captured from a size of class ``r`` with the tied dims declared as
+    ``k*root + r - k`` (the root is 2 at the class's second size: torch specializes a
+    root at 1), and the points to run the joined file at: its example, and each size of
+    the class below the capture's range where eager runs. Why not, as a string."""
+    from pt2onnx.capture._dynamic import in_residue_class
+
+    offset = r - k
+    lowest = max(2, -(-(low - offset) // k))
+    top = None if high == float("inf") else (int(high) - offset) // k
+    if top is not None and top < lowest:
+        return f"class {r} mod {k} has too few sizes in the declared range to capture"
+    spec_r = in_residue_class(spec, tied, k, offset, lowest, top, f"_{tied[0]}_{r}_mod{k}")
+    if spec_r is None:
+        return f"a derived dim is built on {tied[0]}"
+    first = k * lowest + offset
+    tried = [n for start in (max(size + 1, first), 2 * size) for n in range(start, start + k)
+             if n % k == r and n >= first and n <= high]
+    why = f"no size of class {r} mod {k} runs in eager"
+    for n in dict.fromkeys(tried):
+        grown = grown_to(n)
+        if grown is None:
+            continue
+        try:
+            other, cap = _either_mode(functools.partial(capture_on, prog, grown, spec_r))
+        except Exception as exc:
+            why = f"the capture from {tied[0]}={n} failed ({type(exc).__name__}: " \
+                  f"{str(exc)[:200]})"
+            continue
+        new = [note for note in cap.refinements if note not in general]
+        if cap.below_minimum or cap.split is not None or new:
+            why = f"the capture from {tied[0]}={n} narrows it ({'; '.join(new)})"
+            continue
+        points = [(n, grown, False)] + [(m, g, False) for m, g in _more_of_class(
+            n, k, high, grown_to)] + [(m, g, True) for m in range(max(low, 0), first)
+                                      if m % k == r and (g := grown_to(m)) is not None]
+        return other, cap, points
+    return why
+
+
+def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
+                       refusal: Exception, attempt: Callable[[Any], Any]) -> Any:
+    """Where torch.export refuses a declared dim that eager runs at other sizes and
+    suggests no fix (``x.split(max(n - n % 2, 1))[-1]``: at even sizes the guard is
+    ``Eq(ceil(n / max(1, n - n % 2)), 1)``, which its solver cannot turn into a tie), the
+    capture from the example's residue class mod 2, 3 or 4, the dim declared as
+    ``k*root + r - k``: its notes hold the dim to that class as torch.export's own tie
+    does, so ``split_by_residue`` captures the other classes. None where no class
+    capture is general (the refusal stands)."""
+    from pt2onnx.capture._dynamic import bound_inputs, declared_axes, in_residue_class
+
+    if not isinstance(module, torch.nn.Module) or spec is None:
+        return None
+    text = str(refusal)
+    try:
+        declared = declared_axes(bound_inputs(module, args, kwargs), spec)
+    except Exception:
+        return None
+    by_name: dict[str, list[Any]] = {}
+    for a in declared:
+        if a.name is not None:
+            by_name.setdefault(a.name, []).append(a)
+    for name, axes in by_name.items():
+        if f"{name} " not in text and f"({name})" not in text:
+            continue
+        size = axes[0].size
+        if any(a.size != size for a in axes):
+            continue
+        lows = [getattr(a.dim, "min", None) for a in axes]
+        highs = [getattr(a.dim, "max", None) for a in axes]
+        low = max((v for v in lows if isinstance(v, int)), default=0)
+        high = min((v for v in highs if isinstance(v, int)), default=None)
+        for k in (2, 3, 4):
+            r = size % k
+            offset = r - k
+            lowest = max(2, -(-(low - offset) // k))
+            top = None if high is None else (high - offset) // k
+            if size < k * lowest + offset or (top is not None and top <= lowest):
+                continue
+            root = f"_{name}_{r}_mod{k}"
+            spec_k = in_residue_class(spec, [name], k, offset, lowest, top, root)
+            if spec_k is None:
+                break
+            try:
+                cap = _either_mode(functools.partial(attempt, spec_k))
+            except Exception:
+                continue
+            if cap.below_minimum or cap.split is not None or any(
+                    n.startswith(f"{root} ") for n in cap.refinements):
+                continue
+            shown = "oo" if top is None else str(top)
+            ours = [f"{root} bounded to [{lowest}, {shown}]",
+                    f"{name} tied to other dims: {name} = {k}*{root} - {k - r}"]
+            cap.refinements[:0] = ours
+            cap.warnings[:0] = [f"dynamic shapes refined: {n}" for n in ours]
+            return cap
+    return None
+
+
+def _more_of_class(size: int, k: int, high: float, grown_to: Callable[[int], Any],
+                   ) -> list[tuple[int, Any]]:
+    """The inputs at the next size of ``size``'s class mod ``k`` and at its last one up to
+    ``high`` (64 sizes on where the range is open), where eager runs there."""
+    last = (int(min(high, size + 64 * k)) - size) // k * k + size
+    sizes = dict.fromkeys(n for n in (size + k, last) if size < n <= high)
+    return [(n, g) for n in sizes if (g := grown_to(n)) is not None]
+
+
+def _either_mode(capture: Callable[[], Any]) -> Any:
+    """``capture()`` of a residue class, strict first: its dims are derived, and
+    non-strict torch.export can hold ``int()`` of a derived size constant with no guard
+    (``int(n * 0.5)`` with ``n = 2*r - 1`` became 3, torch 2.13), where dynamo keeps it
+    symbolic; then as any capture (the comparison at a second size catches what the
+    non-strict one holds constant, ``_second_size``)."""
+    from pt2onnx.capture._capture import strict_only
+
+    with without_residue_retry():
+        try:
+            with strict_only():
+                return capture()
+        except Exception:
+            return capture()
