@@ -673,3 +673,48 @@ def test_sizes_below_a_minimum_resize_every_symbol_of_the_dim() -> None:
     for n in (1, 3, 5, 6, 7, 64):
         for m in (n, 1):
             assert prog.verify(*_two_symbols_inputs(n, m)).ok, (n, m)
+
+
+@pytest.mark.parametrize("name", ["residue_per_class_37", "residue_per_class_556"])
+def test_a_dim_held_to_one_residue_class_is_joined_per_class(name: str) -> None:
+    """Fuzz seed 6301, programs 37 and 556: a split that gives one chunk at even sizes
+    and two at odd ones (``split(max(n - n % 2, 1))[-1]``), beside ``n // 4`` (37) or a
+    parity narrow (556); from the examples the fuzzer drew. torch.export held B to the example's class (37) or refused it
+    with no fix (556). One capture per residue class, joined under ``If(B % k == r)``
+    (``capture/_residue.py``): the oracle's sizes all match."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" / f"{name}.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    if _TORCH != (2, 13) and outcome.cls == "export_error" and outcome.typed:
+        return  # measured on torch 2.13; elsewhere a typed refusal is allowed
+    assert outcome.cls == "ok", outcome
+
+
+def test_a_class_capture_wrong_at_another_size_of_its_class_is_refused() -> None:
+    """Fuzz seed 6301, program 38: torch.export held B to odd sizes from an example of 5,
+    and the graph it captured matched eager at the sizes the oracle runs (5, 10 and 1),
+    but not at 63, an odd size it claimed (on the commit that first joined classes).
+    Each class's capture is now run at the next size of its class and at its last one:
+    a typed refusal, or a file right at 63."""
+    import warnings
+
+    import pt2onnx
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" / "residue_wrong_in_class_38.py")
+    ns = load(source.read_text())
+    model = ns["Program"]().eval()
+    try:
+        prog = pt2onnx.export(model, ns["make_inputs"](5), dynamic_shapes=ns["dynamic_shapes"]())
+    except pt2onnx.CaptureError as exc:
+        assert "dynamic shapes" in str(exc)
+        return
+    assert not prog.report.dynamic_refinements or _TORCH != (2, 13)
+    with torch.no_grad():
+        assert prog.verify(*ns["make_inputs"](63)).ok

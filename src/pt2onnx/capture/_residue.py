@@ -146,9 +146,11 @@ def split_by_residue(
         wrong = _run(prog, Unproved(f"{tied[0]}={n}", grown[0], grown[1], ""))
         if wrong is not None:
             raise CaptureError(
-                f"{', '.join(tied)}: torch.export held the dim to sizes {residue} mod {k}, "
-                f"and the graph captured at {size} does not match eager PyTorch at "
-                f"{tied[0]}={n}, a size of that class: {wrong[:400]}\nThe model turns a "
+                f"the dynamic shapes declare a dim whose graph is fixed by the model: "
+                f"torch.export held "
+                f"{', '.join(tied)} to sizes {residue} mod {k}, and the graph captured at "
+                f"{size} does not match eager PyTorch at {tied[0]}={n}, a size of that "
+                f"class:\n{wrong[:400]}\nThe model turns a "
                 "size into a Python value that torch.export held at the example's value. "
                 f"Next step: leave {tied[0]} static (export at the size you will run), or "
                 "compute that value with tensor ops so the graph stays general.")
