@@ -712,8 +712,8 @@ def test_a_class_capture_wrong_at_another_size_of_its_class_is_refused() -> None
     model = ns["Program"]().eval()
     try:
         prog = pt2onnx.export(model, ns["make_inputs"](5), dynamic_shapes=ns["dynamic_shapes"]())
-    except pt2onnx.CaptureError as exc:
-        assert "dynamic shapes" in str(exc)
+    except pt2onnx.CaptureError as exc:  # typed; its wording differs by torch release
+        assert "dynamic" in str(exc)
         return
     assert not prog.report.dynamic_refinements or _TORCH != (2, 13)
     with torch.no_grad():
