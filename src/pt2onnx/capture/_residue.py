@@ -161,6 +161,10 @@ def split_by_residue(
         found_r = _class_capture(spec, tied, k, r, low, high, size, general, capture_on,
                                  prog, grown_to)
         if isinstance(found_r, str):
+            if found_r.startswith("no size"):  # eager fails at the sizes tried
+                return [f"{', '.join(tied)}: held to sizes {residue} mod {k}; {found_r}, so "
+                        "the model itself seems to take only that class: the narrowing "
+                        "stands, as reported"]
             return [f"{', '.join(tied)}: held to sizes {residue} mod {k}, and {found_r}; "
                     "the narrowing stands"]
         other, cap, more = found_r
@@ -272,12 +276,15 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     does, so ``split_by_residue`` captures the other classes. None where no class
     capture is general (the refusal stands)."""
     from pt2onnx.capture._dynamic import bound_inputs, declared_axes, in_residue_class
+    from pt2onnx.capture._refine import _eager_runs
+    from pt2onnx.capture._resize import _grown
 
     if not isinstance(module, torch.nn.Module) or spec is None:
         return None
     text = str(refusal)
     try:
-        declared = declared_axes(bound_inputs(module, args, kwargs), spec)
+        inputs = bound_inputs(module, args, kwargs)
+        declared = declared_axes(inputs, spec)
     except Exception:
         return None
     by_name: dict[str, list[Any]] = {}
@@ -300,6 +307,14 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
             lowest = max(2, -(-(low - offset) // k))
             top = None if high is None else (high - offset) // k
             if size < k * lowest + offset or (top is not None and top <= lowest):
+                continue
+            # The class must hold another size eager runs at (``x.view(4, -1)``: 8
+            # from 4); where none does, the dim is the model's own, and no capture is
+            # tried.
+            if high is not None and size + k > high:
+                continue
+            grown = _grown(args, kwargs, inputs, declared, None, {name: size + k})
+            if grown is None or not _eager_runs(module, *grown):
                 continue
             root = f"_{name}_{r}_mod{k}"
             spec_k = in_residue_class(spec, [name], k, offset, lowest, top, root)
