@@ -134,11 +134,15 @@ def test_torch_2_12_keeps_undischarged_guards_as_runtime_asserts(tmp_path, monke
     assert prog.verify(torch.randn(*x.shape[:2], 24, x.shape[3])).ok
     assert not prog.report.dynamic_refinements
     # Without the branch, torch.export's own fix for that guard is applied (pt2onnx's
-    # dynamic-shape refinement): the export narrows height to even sizes.
+    # dynamic-shape refinement) and holds height to even sizes; the odd ones get a
+    # capture of their own under If(height % 2 == 1) (capture/_residue.py).
     monkeypatch.setattr(_compat, "_EXPORT_OPTIONS", {})
     with pytest.warns(UserWarning, match="height = 2"):
-        narrowed = pt2onnx.export(model, (x,), dynamic_shapes=shapes)
-    assert any("height = 2" in r for r in narrowed.report.dynamic_refinements)
+        joined = pt2onnx.export(model, (x,), dynamic_shapes=shapes)
+    assert not joined.report.dynamic_refinements
+    assert any("residue class mod 2" in w for w in joined.report.warnings)
+    for h in (17, 24, 511):
+        assert joined.verify(torch.randn(*x.shape[:2], h, x.shape[3])).ok, h
 
 
 @pytest.mark.skipif(_compat.TORCH_VERSION < (2, 13), reason="torch 2.13+")

@@ -91,7 +91,10 @@ class _NewZerosOfShapeSlice(torch.nn.Module):
 
 def test_slice_dynamic_shape_script() -> None:
     x = torch.rand(1, 2, 3, 4)
-    with pytest.raises(CaptureError, match=r"rank 2 at x_dim2=3 but rank \d at x_dim2=\d"):
+    # torch 2.12 holds x_dim2 to a parity first, and the graph from 3 fails at 5, a size
+    # of that class: the same refusal in other words (capture/_residue.py).
+    with pytest.raises(CaptureError, match=r"rank 2 at x_dim2=3 but rank \d at x_dim2=\d|"
+                       r"graph captured at 3 does not match eager PyTorch at x_dim2=5"):
         _export(_NewZerosOfShapeSlice(), (x,), input_names=["x"],
                 dynamic_axes={"x": [0, 1, 2, 3]})
     # With that dim static, the others stay dynamic.
