@@ -7,9 +7,16 @@ than a multiple of 4). Where a capture from another class's size is general,
 max(n - n % 2, 1))[-1]``: one chunk at even sizes, two at odd ones, beside ``n // 4``),
 no single capture holds, but each class has one that torch.export proves over the
 whole class: pt2onnx captures the model once from a size in each class, translates
-each, and joins them under ``If`` on ``Shape(input)[axis] % k``. Each branch is run
-against eager on its own example before the file is kept; where a class's capture
-narrows anything more than its class, the narrowing stands, as reported.
+each, and joins them under ``If`` on ``Shape(input)[axis] % k``. Each class is run
+against eager through the joined file at its example, the next size of its class and
+its last one (the example's own class wrong there is a typed refusal), and each size
+below a class's proved range is run too, with a static capture of its own under
+``If(n == m)`` where the class's graph differs there. Where a class's capture narrows
+anything more than its class, the narrowing stands, as reported.
+
+Where torch.export refuses the dim with no suggested fix (the split alone from an
+even example guards ``ceil(n / max(1, n - n % 2)) == 1``), ``capture_by_residue``
+captures from the example's class mod 2, 3 or 4 first, and its notes carry the tie.
 """
 
 from __future__ import annotations
