@@ -145,7 +145,8 @@ def split_by_residue(
         return grown if grown is not None and _eager_runs(module, *grown) else None
 
     # (size, inputs, whether a capture of its own may be made there: below a range)
-    points = [(n, g, True) for n in below if (g := grown_to(n)) is not None]
+    # A size below whose inputs eager cannot take (None) is left out of the range.
+    points = [(n, grown_to(n), True) for n in below]
     # The example's class at two more of its sizes, the last one included: the capture
     # is proved over the class, and what it holds constant without a guard shows here.
     # The file is the export's own as it stands, so a mismatch is a refusal.
@@ -197,7 +198,11 @@ def split_by_residue(
     # Each branch on its own example, and the sizes below its capture's range one by
     # one, through the joined file; where one does not match, a capture at that size.
     fixed: list[int] = []
+    unchecked: list[int] = []
     for n, grown, own in points:
+        if grown is None:
+            unchecked.append(n)
+            continue
         wrong = _run(prog, Unproved(f"{tied[0]}={n}", grown[0], grown[1], ""))
         if wrong is not None and own:
             try:
@@ -217,6 +222,16 @@ def split_by_residue(
     rep.dynamic_refinements[:] = [n for n in notes if n not in narrowing]
     dropped = {f"dynamic shapes refined: {n}" for n in narrowing}
     rep.warnings[:] = [w for w in rep.warnings if w not in dropped]
+    if unchecked:
+        # No capture proves those sizes and none could be run: the range starts above.
+        shown = "inf" if high == float("inf") else str(int(high))
+        floor = max(unchecked) + 1
+        for name in tied:
+            note = (f"{name} bounded to [{floor}, {shown}]: no capture of its residue class "
+                    f"holds at {', '.join(map(str, sorted(unchecked)))}, and eager fails on "
+                    "the example resized there, so the file was not run there")
+            rep.dynamic_refinements.append(note)
+            rep.warnings.append(f"dynamic shapes refined: {note}")
     out = [f"{', '.join(tied)}: torch.export proves each capture only for one residue class "
            f"mod {k} (a // or % of the size), so the file holds one capture per class, "
            f"chosen by an If on {tied[0]} % {k}, each run against eager on its own "
@@ -267,8 +282,8 @@ def _class_capture(spec: Any, tied: list[str], k: int, r: int, low: int, high: f
             why = f"the capture from {tied[0]}={n} narrows it ({'; '.join(new)})"
             continue
         points = [(n, grown, False)] + [(m, g, False) for m, g in _more_of_class(
-            n, k, high, grown_to)] + [(m, g, True) for m in range(max(low, 0), first)
-                                      if m % k == r and (g := grown_to(m)) is not None]
+            n, k, high, grown_to)] + [(m, grown_to(m), True) for m in range(max(low, 0), first)
+                                      if m % k == r]
         return other, cap, points
     return why
 
