@@ -718,3 +718,22 @@ def test_a_class_capture_wrong_at_another_size_of_its_class_is_refused() -> None
     assert not prog.report.dynamic_refinements or _TORCH != (2, 13)
     with torch.no_grad():
         assert prog.verify(*ns["make_inputs"](63)).ok
+
+
+def test_a_dim_declared_from_1_and_captured_from_2_is_checked_at_1() -> None:
+    """Fuzz seed 7411, program 2362: ``v * min(n, 2) / max(n, 2, 1)`` from an example of
+    1. The guards were judged over 2..64 and the dim recaptured as ``Dim.DYNAMIC``,
+    whose range torch starts at 2, so the size-1 check skipped it, and the file, still
+    declared from 1, held ``2 / n`` there: silently wrong at the example. The dim is now
+    compared at 1 (``_size_one.check``'s ``declared_ones``): a file right at 1, or a
+    typed refusal."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" / "size_one_declared_from_1_2362.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls in ("ok", "export_error"), outcome
+    assert outcome.cls == "ok" or outcome.typed, outcome

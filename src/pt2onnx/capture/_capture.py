@@ -362,8 +362,12 @@ def _capture_declared(
                             {p for t in ties for ps in t.names.values() for p in ps}
                             | {(i, axis) for n, i, axis, _ in positions if n in liftable
                                or (refined.split is not None and n == refined.split[0])})
+        symbols = _symbol_names(positions, refined)
+        narrowed = {n.split(" ", 1)[0] for n in refined.notes if " bounded to " in n}
+        from_one = {name for name, _, _, low in positions if low <= 1 and name not in narrowed}
         checked, unproved = _size_one.check(
-            module, refined.program, strict, _symbol_names(positions, refined), ties)
+            module, refined.program, strict, symbols, ties,
+            {s for s, name in symbols.items() if name in from_one})
         if _second_size.needed(refined.notes, refined.assumed) or _dynamic.has_derived(
                 dynamic_shapes):
             second_notes, second = _second_size.point(

@@ -341,7 +341,7 @@ def trusted(why: str) -> Iterator[None]:
 
 def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
           strict: bool, names: dict[Any, str], found_ties: list[Tie] | None = None,
-          ) -> tuple[list[str], list[Unproved]]:
+          declared_ones: set[Any] | None = None) -> tuple[list[str], list[Unproved]]:
     """Compares ``program`` with a static capture at each size-1 point its ranges allow.
 
     Returns notes on the points that could not be checked, and the points where the
@@ -356,7 +356,11 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
     if _TRUSTED.get():
         return [], []
     known = root_symbols(program)
-    ones = [s for s in known if ones_allowed(program, s)]
+    # A dim declared from 1 that the capture ranges from 2 (``Dim.DYNAMIC`` after the
+    # guards were judged, ``_guards_hold.as_dynamic``) keeps 1 in the file's range: it is
+    # compared there too (fuzz seed 7411 program 2362: ``min(n, 2) / max(n, 2, 1)`` held
+    # as ``2 / n`` was wrong at 1, the example).
+    ones = [s for s in known if ones_allowed(program, s) or s in (declared_ones or ())]
     configs = [[s] for s in ones] + ([ones] if len(ones) > 1 else [])
     # Same ops in both captures can still share memory differently at 1 (_aliasing.py).
     write = layout_dependent_write(program.graph_module) if configs else None
