@@ -585,6 +585,10 @@ class _ParityAndAGather(torch.nn.Module):
         return a * 2, x[idx] + 1
 
 
+@pytest.mark.xfail(_TORCH < (2, 13), strict=True, reason=(
+    "torch 2.12 defers the parity guard; _guards_hold finds it fails at every odd size, "
+    "cannot run the file there (the resized index is out of range) and keeps those sizes: "
+    "silently wrong at 3 and 7 (docs/ops.md, docs/testing.md seed 7411)"))
 def test_a_size_below_a_class_capture_that_cannot_be_run_is_left_out() -> None:
     """The odd sizes' capture holds from 3; 1 is run through the joined file on the
     example resized there, where the resized index (5) is out of range, so eager fails.
