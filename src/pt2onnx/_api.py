@@ -26,7 +26,6 @@ from pt2onnx.capture import (
     named_dims,
     preserved_state,
     settle,
-    split_by_residue,
     split_trailing_kwargs,
     split_up_to,
     without_far_split,
@@ -244,13 +243,8 @@ def _pipeline(call: _stages.Call) -> OnnxProgram:
                     raise CaptureError(b.excluded)
             if not any(b.name == split for b in captured.below_minimum):
                 raise _FarSplitFailed
-    if isinstance(call.model, torch.nn.Module) and any(
-            " tied to other dims: " in n for n in rep.dynamic_refinements):
-        with rep.stage("verify"):
-            rep.warnings.extend(split_by_residue(
-                prog, rep, call.model, *_stages._example_of(captured, call.args, call.kwargs),
-                call.spec, stages.dim_names or [], stages.capture_on,
-                lambda other, cap: settle(other, cap, stages.at_one), stages.at_one))
+    with rep.stage("verify"):
+        rep.warnings.extend(stages.by_residue(prog, captured))
     if call.functions is not None:  # module calls as ONNX functions, on the finished graph
         with rep.stage("functions"):
             stages.functions(prog)

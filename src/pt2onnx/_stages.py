@@ -24,6 +24,13 @@ import torch
 
 from pt2onnx import _compat, _legacy, debug, passes
 from pt2onnx._program import OnnxProgram
+from pt2onnx._stage_helpers import (
+    dynamic_dims,
+    example_of,
+    histogram,
+    quantized_leaf,
+    tie_names,
+)
 from pt2onnx.capture import (
     CaptureResult,
     Unproved,
@@ -32,13 +39,14 @@ from pt2onnx.capture import (
     capture,
     capture_by_residue,
     composite,
+    settle,
+    split_by_residue,
     user_dim_names,
     without_dims,
 )
 from pt2onnx.errors import (
     CaptureError,
     ExportError,
-    InvalidInputError,
     TranslationError,
     TypeConstraintError,
     UnsupportedOperatorError,
@@ -255,9 +263,9 @@ class Stages:
             warnings.warn(message, stacklevel=4)
         self.note_capture(captured)
         self.dim_names = user_dim_names(
-            call.model, *_example_of(captured, call.args, call.kwargs), self.dynamic_shapes,
+            call.model, *example_of(captured, call.args, call.kwargs), self.dynamic_shapes,
             captured.program)
-        self.tie_sizes.update(_tie_names(self.dim_names, captured.ties))
+        self.tie_sizes.update(tie_names(self.dim_names, captured.ties))
 
     def choose_opset(self, captured: CaptureResult, highest: int) -> None:
         """Where the caller named no opset and the captured program holds a type ONNX has
@@ -382,7 +390,7 @@ class Stages:
                 rep.decomposition = per_node
             else:
                 rep.decomposition += f"; then {per_node}"
-        rep.dynamic_dims = _dynamic_dims(program, translator.sym_names)
+        rep.dynamic_dims = dynamic_dims(program, translator.sym_names)
         rep.warnings.extend(translator.warnings)
 
     # -- optimize -------------------------------------------------------------------------
@@ -418,7 +426,7 @@ class Stages:
             self.rep.warnings.append(message)
             warnings.warn(message, stacklevel=4)
         _legacy.apply(model, self.call.legacy, set(program.state_dict))
-        self.rep.op_histogram = _histogram(model)
+        self.rep.op_histogram = histogram(model)
 
     # -- the program, size 1, verify, save ---------------------------------------------
     def program(self, model: ir.Model, translator: Translator,
@@ -471,12 +479,24 @@ class Stages:
         cap = self.capture(True, inputs, spec, user_spec=False)
         return self._translated_like(prog, cap, *inputs, spec), cap
 
+    def by_residue(self, prog: OnnxProgram, captured: CaptureResult) -> list[str]:
+        """Where the report holds a declared dim to one residue class, the other classes
+        captured and joined under ``If(n % k == r)`` (``capture/_residue.py``)."""
+        call = self.call
+        if not isinstance(call.model, torch.nn.Module) or not any(
+                " tied to other dims: " in n for n in self.rep.dynamic_refinements):
+            return []
+        return split_by_residue(
+            prog, self.rep, call.model, *example_of(captured, call.args, call.kwargs),
+            call.spec, self.dim_names or [], self.capture_on,
+            lambda other, cap: settle(other, cap, self.at_one), self.at_one)
+
     def _translated_like(self, prog: OnnxProgram, cap: CaptureResult, args: tuple[Any, ...],
                          kwargs: dict[str, Any], spec: Any) -> OnnxProgram:
         program = self.decompose(cap)
-        names = user_dim_names(self.call.model, *_example_of(cap, args, kwargs), spec,
+        names = user_dim_names(self.call.model, *example_of(cap, args, kwargs), spec,
                                cap.program)
-        translator = self._translator(program, names, _tie_names(names, cap.ties))
+        translator = self._translator(program, names, tie_names(names, cap.ties))
         other = copy.copy(prog)
         other.model, other._session = self.optimize(translator.run()), None
         other._program, other._fx_values = program, translator.fx_values
@@ -504,12 +524,12 @@ class Stages:
         args, kwargs = prog._split(call.args, call.kwargs)
         ordered = {k: kwargs[k] for k in prog._kwarg_order if k in kwargs}
         ordered.update({k: v for k, v in kwargs.items() if k not in ordered})
-        inputs = [_quantized_leaf(t, "input", False) for t in flatten_tensors((args, ordered))]
+        inputs = [quantized_leaf(t, "input", False) for t in flatten_tensors((args, ordered))]
         eager = prog._module
         outputs: list[quantized_io.QuantizedLeaf | None] = []
         if eager is not None:
             with torch.no_grad():
-                outputs = [_quantized_leaf(t, "output", True) for t in flatten_outputs(
+                outputs = [quantized_leaf(t, "output", True) for t in flatten_outputs(
                     eager(*copy.deepcopy(args), **copy.deepcopy(kwargs)))]
         outputs += [None] * (len(prog.model.graph.outputs) - len(outputs))
         if not any(inputs) and not any(outputs):
@@ -554,63 +574,3 @@ class Stages:
     def write_report(self) -> None:
         if self.call.report_path is not None:
             self.call.report_path.write_text(self.rep.to_markdown())
-
-
-def _quantized_leaf(t: torch.Tensor, where: str, with_qparams: bool) -> Any:
-    """A quantized tensor's boundary form for passes/quantized_io.py; None for others."""
-    from pt2onnx.passes import quantized_io
-
-    if not t.is_quantized:
-        return None
-    name = str(t.dtype).removeprefix("torch.")
-    if not quantized_io.supported(name) or t.qscheme() not in (
-            torch.per_tensor_affine, torch.per_tensor_symmetric):
-        raise InvalidInputError(
-            f"an {where} is a {name} {t.qscheme()} tensor; quantized_io='triple' takes "
-            "per-tensor quint8 and qint8 tensors. Next step: leave quantized_io at its "
-            "default ('float'), where it travels as its dequantized values.")
-    if not with_qparams:
-        return quantized_io.QuantizedLeaf(name)
-    return quantized_io.QuantizedLeaf(name, float(t.q_scale()), int(t.q_zero_point()))
-
-
-def _tie_names(dim_names: list[dict[int, str]], ties: list[Any],
-               ) -> dict[str, list[tuple[int, int]]]:
-    """Dims that broadcast against each other (``ties``): each input keeps its own name
-    in ``dim_names`` (changed in place); returns the tie's symbol -> its positions."""
-    sizes = {}
-    for tie in ties:
-        for name, positions in tie.names.items():
-            for i, axis in positions:
-                if i < len(dim_names):
-                    dim_names[i][axis] = name
-        sizes[str(tie.symbol)] = [p for ps in tie.names.values() for p in ps]
-    return sizes
-
-
-def _example_of(
-    captured: CaptureResult, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The inputs the program was captured on: a doubled example, or the user's."""
-    if captured.example is None:
-        return args, kwargs
-    return tuple(captured.example[0]), dict(captured.example[1])
-
-
-def _dynamic_dims(program: torch.export.ExportedProgram, names: dict[Any, Any]) -> dict[str, str]:
-    """Each symbolic dim with the range torch.export guarded it to."""
-    dims = {}
-    for sym, vr in program.range_constraints.items():
-        # A derived dim (2*s44) shows in the user's names (2*half).
-        shown = str(names[sym] if sym in names else sym.xreplace(names)
-                    if hasattr(sym, "xreplace") else sym)
-        dims[shown] = f"[{vr.lower}, {vr.upper}]"
-    return dims
-
-
-def _histogram(model: ir.Model) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for node in model.graph:
-        key = node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
-        counts[key] = counts.get(key, 0) + 1
-    return counts
