@@ -737,3 +737,44 @@ def test_a_dim_declared_from_1_and_captured_from_2_is_checked_at_1() -> None:
     outcome = check_namespace(load(source.read_text()), "pt2onnx")
     assert outcome.cls in ("ok", "export_error"), outcome
     assert outcome.cls == "ok" or outcome.typed, outcome
+
+
+def test_an_example_of_1_is_captured_from_the_lowest_size_of_its_class() -> None:
+    """Fuzz seed 7411, program 108: ``p[-(n // 3)::n % 3 + 1]`` beside an in-place
+    ``clamp_`` and a ``ceil`` of the size, from an example of 1. torch.export fixes the
+    dim at the example (1), at its double (2) and at 4, and suggests no fix: the export
+    was refused. The class of 1 mod 2 is now captured from its lowest size, 3, the even
+    sizes from their own, and 1 is run through the joined file (``capture_by_residue``):
+    a file right at every size the oracle runs."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" /
+              "residue_class_above_an_example_of_1_108.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls in ("ok", "export_error"), outcome
+    assert outcome.cls == "ok" or (outcome.typed and _TORCH != (2, 13)), outcome
+
+
+def test_a_class_capture_that_excludes_the_example_is_refused() -> None:
+    """Fuzz seed 7411, program 39: ``torch.where(c_mask, b_values, c_values)`` (C is 1 or
+    B) beside ``narrow(-1, n // 4, ...)``, from B = 5 and C = 1. C was captured from 5,
+    the lowest size of its class mod 4, where it equals B: the capture tied the two,
+    the other classes did not run in eager, and the file, declared for C = B only, failed
+    at its own example. A capture above the example's size 1 is no longer grown onto
+    another dim's size, and where the join does not bring the example back into the
+    range, the first refusal stands: typed, or a file right at the example."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" /
+              "residue_below_example_tied_by_a_broadcast_39.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls in ("ok", "export_error"), outcome
+    assert outcome.cls == "ok" or outcome.typed, outcome

@@ -237,9 +237,11 @@ class Stages:
         try:
             return self.capture(self.record)
         except CaptureError as exc:
-            found = capture_by_residue(
-                call.model, call.args, call.kwargs, call.spec, exc,
-                lambda spec: self.capture(True, None, spec, user_spec=False))
+            def attempt(spec: Any, inputs: Any) -> CaptureResult:
+                return self.capture(True, inputs, spec, user_spec=False)
+
+            found = capture_by_residue(call.model, call.args, call.kwargs, call.spec, exc,
+                                       attempt)
             if found is None:
                 raise
             return found
@@ -486,10 +488,19 @@ class Stages:
         if not isinstance(call.model, torch.nn.Module) or not any(
                 " tied to other dims: " in n for n in self.rep.dynamic_refinements):
             return []
-        return split_by_residue(
+        notes = split_by_residue(
             prog, self.rep, call.model, *example_of(captured, call.args, call.kwargs),
             call.spec, self.dim_names or [], self.capture_on,
             lambda other, cap: settle(other, cap, self.at_one), self.at_one)
+        if captured.below_example is not None:
+            # Captured above the example's own size 1: where the join did not bring it
+            # back (the narrowing to the class stands), the file would exclude its
+            # example, so the first refusal stands.
+            name, refusal = captured.below_example
+            if any(n.startswith(f"{name} tied to other dims: ")
+                   for n in self.rep.dynamic_refinements):
+                raise refusal
+        return notes
 
     def _translated_like(self, prog: OnnxProgram, cap: CaptureResult, args: tuple[Any, ...],
                          kwargs: dict[str, Any], spec: Any) -> OnnxProgram:

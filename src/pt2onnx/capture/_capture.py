@@ -67,6 +67,10 @@ class CaptureResult:
     # the new minimum does not reach the declared one, the sizes up to n take a capture
     # of their own (_api's _split_below)
     split: tuple[str, int] | None = None
+    # (dim, refusal): captured from the example's residue class above the example's own
+    # size 1 (capture/_residue.py's capture_by_residue); the join must bring that size
+    # back into the range, or the refusal stands.
+    below_example: tuple[str, Exception] | None = None
 
 
 def _short(exc: BaseException, limit: int = 1200) -> str:

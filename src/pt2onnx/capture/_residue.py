@@ -22,6 +22,7 @@ captures from the example's class mod 2, 3 or 4 first, and its notes carry the t
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -289,7 +290,7 @@ def _class_capture(spec: Any, tied: list[str], k: int, r: int, low: int, high: f
 
 
 def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: Any,
-                       refusal: Exception, attempt: Callable[[Any], Any]) -> Any:
+                       refusal: Exception, attempt: Callable[[Any, Any], Any]) -> Any:
     """Where torch.export refuses a declared dim that eager runs at other sizes and
     suggests no fix (``x.split(max(n - n % 2, 1))[-1]``: at even sizes the guard is
     ``Eq(ceil(n / max(1, n - n % 2)), 1)``, which its solver cannot turn into a tie), the
@@ -313,9 +314,8 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     for a in declared:
         if a.name is not None:
             by_name.setdefault(a.name, []).append(a)
-    for name, axes in by_name.items():
-        if f"{name} " not in text and f"({name})" not in text:
-            continue
+    for group in _refused_groups(text, by_name):
+        axes = [a for n in group for a in by_name[n]]
         size = axes[0].size
         if any(a.size != size for a in axes):
             continue
@@ -323,39 +323,83 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
         highs = [getattr(a.dim, "max", None) for a in axes]
         low = max((v for v in lows if isinstance(v, int)), default=0)
         high = min((v for v in highs if isinstance(v, int)), default=None)
+        name = group[0]
         for k in (2, 3, 4):
             r = size % k
             offset = r - k
             lowest = max(2, -(-(low - offset) // k))
             top = None if high is None else (high - offset) // k
-            if size < k * lowest + offset or (top is not None and top <= lowest):
+            # An example below its class's lowest size (1: torch specializes a root of
+            # 1) is captured at that lowest size, k + 1, and checked at 1 with the join
+            # (``split_by_residue``: a size below a class's range is run against eager).
+            below = size < k * lowest + offset
+            if (below and size != 1) or (top is not None and top <= lowest):
                 continue
             # The class must hold another size eager runs at (``x.view(4, -1)``: 8
             # from 4); where none does, the dim is the model's own, and no capture is
             # tried.
             if high is not None and size + k > high:
                 continue
-            grown = _grown(args, kwargs, inputs, declared, None, {name: size + k})
+            grown = _grown(args, kwargs, inputs, declared, None,
+                           dict.fromkeys(group, size + k))
             if grown is None or not _eager_runs(module, *grown):
                 continue
+            if len(group) > 1 and any(
+                    (mixed := _grown(args, kwargs, inputs, declared, None,
+                                     {n: 1 if n == one else size + k for n in group}))
+                    is not None and _eager_runs(module, *mixed) for one in group):
+                # Dims the model runs apart (one at 1: a broadcast) are kept apart; the
+                # class capture would declare them one dim.
+                break
+            if below and any(a.size == size + k for a in declared if a.name not in group):
+                # Grown onto another declared dim's size, the capture may tie the two
+                # (``torch.where(c_mask, b_values, ...)``: c is 1 or b), which the
+                # example, at 1, is not.
+                continue
             root = f"_{name}_{r}_mod{k}"
-            spec_k = in_residue_class(spec, [name], k, offset, lowest, top, root)
+            spec_k = in_residue_class(spec, group, k, offset, lowest, top, root)
             if spec_k is None:
                 break
             try:
-                cap = _either_mode(functools.partial(attempt, spec_k))
+                cap = _either_mode(functools.partial(attempt, spec_k, grown if below else None))
             except Exception:
                 continue
+            if below:
+                cap.example = cap.example if cap.example is not None else grown
+                cap.below_example = (name, refusal)
             if cap.below_minimum or cap.split is not None or any(
                     n.startswith(f"{root} ") for n in cap.refinements):
                 continue
             shown = "oo" if top is None else str(top)
-            ours = [f"{root} bounded to [{lowest}, {shown}]",
-                    f"{name} tied to other dims: {name} = {k}*{root} - {k - r}"]
+            ours = [f"{root} bounded to [{lowest}, {shown}]"] + [
+                f"{n} tied to other dims: {n} = {k}*{root} - {k - r}" for n in group]
             cap.refinements[:0] = ours
             cap.warnings[:0] = [f"dynamic shapes refined: {n}" for n in ours]
             return cap
     return None
+
+
+# ``C tied to other dims: C = 2*_B``: the dims a refusal ties to one root.
+_REFUSED_TIE = re.compile(r"(\w+) tied to other dims: \1 = \d+\*(\w+)")
+
+
+def _refused_groups(text: str, by_name: dict[str, list[Any]]) -> list[list[str]]:
+    """The declared dims a refusal names, each with the ones it ties to the same root
+    (``B = 2*_B``, ``C = 2*_B``: grown and declared together), in declaration order."""
+    roots: dict[str, list[str]] = {}
+    for m in _REFUSED_TIE.finditer(text):
+        if m.group(1) in by_name and m.group(1) not in roots.setdefault(m.group(2), []):
+            roots[m.group(2)].append(m.group(1))
+    groups: list[list[str]] = []
+    seen: set[str] = set()
+    for name in by_name:
+        if name in seen or (f"{name} " not in text and f"({name})" not in text):
+            continue
+        group = next((g for g in roots.values() if name in g), [name])
+        group = [n for n in by_name if n in group]
+        seen.update(group)
+        groups.append(group)
+    return groups
 
 
 def _more_of_class(size: int, k: int, high: float, grown_to: Callable[[int], Any],

@@ -451,25 +451,32 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
         except Exception as exc:  # the resized inputs are not valid for the model
             why = f"{type(exc).__name__}: {str(exc)[:150]}"
             where = _position(captured, point) if point.at_one else None
-            if branched or where is None:
+            valid = None if where is not None and not branched else _with_ints_zeroed(
+                prog, point)
+            if valid is not None:
+                # Only the example's index values failed there (an index of 5 at 3):
+                # with every integer input 0 the model runs, and the file is run so.
+                point = valid
+            elif branched or where is None:
                 notes.append(f"{point.label}: not checked, the model itself fails on the "
                              f"example resized there ({why})")
                 continue
-            # The captures differ there and nothing can be run to tell whether that
-            # matters (an index the example holds is out of range at 1): the file takes
-            # the capture at 1 for that size, right by construction.
-            prog.model, other_rank = merge_at_one(prog.model, at_one(point), where)
-            prog._session = None
-            branched = True
-            notes.append(f"{point.label}: the model's capture differs there (at "
-                         f"{point.where}) and the example resized there is not valid input "
-                         f"for the model ({why}), so the file holds the capture at 1 for "
-                         "that size, chosen by an If on the input's size")
-            if other_rank:
-                notes.append(f"{point.label}: outputs {other_rank} have a lower rank there "
-                             "than the file declares (ONNX declares one rank per output); "
-                             "onnxruntime warns and returns eager's shape")
-            continue
+            else:
+                # The captures differ there and nothing can be run to tell whether that
+                # matters (an index the example holds is out of range at 1): the file
+                # takes the capture at 1 for that size, right by construction.
+                prog.model, other_rank = merge_at_one(prog.model, at_one(point), where)
+                prog._session = None
+                branched = True
+                notes.append(f"{point.label}: the model's capture differs there (at "
+                             f"{point.where}) and the example resized there is not valid "
+                             f"input for the model ({why}), so the file holds the capture "
+                             "at 1 for that size, chosen by an If on the input's size")
+                if other_rank:
+                    notes.append(f"{point.label}: outputs {other_rank} have a lower rank "
+                                 "there than the file declares (ONNX declares one rank per "
+                                 "output); onnxruntime warns and returns eager's shape")
+                continue
         wrong = _run(prog, point)
         if wrong is None:
             notes.append(f"{point.label}: the capture differs there, and the written graph "
@@ -504,6 +511,26 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
     if branched:
         _check_every_one(prog, captured)
     return notes
+
+
+def _with_ints_zeroed(prog: Any, point: Unproved) -> Unproved | None:
+    """``point`` with every integer tensor input 0, where eager runs on that; None where
+    it does not (the size itself is not valid input for the model)."""
+    import copy
+    import dataclasses
+
+    def zeroed(t: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(t) if not (t.is_floating_point() or t.is_complex()) and (
+            t.dtype != torch.bool) else t
+
+    args, kwargs = torch.utils._pytree.tree_map_only(
+        torch.Tensor, zeroed, (point.args, point.kwargs))
+    try:
+        with torch.no_grad():
+            prog._module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    except Exception:
+        return None
+    return dataclasses.replace(point, args=args, kwargs=kwargs)
 
 
 def _check_every_one(prog: Any, captured: Any) -> None:

@@ -386,12 +386,6 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         "outputs where eager and ONNX's definition give NaN from that step on (its RNN kernel carries the NaN); "
         "a strict xfail in the fuzz corpus (`mismatch_lstm_nan_input_ort.py`) tracks it.",
         "",
-        "Known wrong file, torch 2.12 only: where pt2onnx defers a guard (2.12) and the guard "
-        "fails at sizes where the example, resized there, does not run in eager, those sizes "
-        "stay in the range unrun (`capture/_guards_hold.py`); a strict xfail on 2.12 "
-        "(`tests/test_size_arithmetic.py::"
-        "test_a_size_below_a_class_capture_that_cannot_be_run_is_left_out`) tracks it.",
-        "",
         "export-llm's fused attention is captured as one op, `pt2onnx::gqa` (the query, the "
         "new keys and values, the past, the attention mask; optional rotary tables), "
         "translated to com.microsoft `GroupQueryAttention`; its eager implementation equals "
