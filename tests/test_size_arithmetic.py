@@ -712,7 +712,7 @@ def test_a_bound_torch_export_s_solver_fails_on_is_stated_as_the_range() -> None
     assert any(r.startswith("B bounded to [4, 64]") for r in prog.report.dynamic_refinements), \
         prog.report.dynamic_refinements
     for b in (1, 3):
-        with pytest.raises(RuntimeError):
+        with pytest.raises((RuntimeError, IndexError)):  # "start out of range"
             model(torch.randn(b, 2, 5))
     for b in (4, 5, 9, 64):
         x = torch.randn(b, 2, 5)

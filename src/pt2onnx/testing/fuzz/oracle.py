@@ -405,7 +405,9 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
             isinstance(e, pt2onnx.SizeOneError) or "would fix every dim" in msg
             or bool(_OP_NAME.search(msg)) or (
                 isinstance(e, pt2onnx.CaptureError) and "dynamic shapes" in msg
-                and ("fixed" in msg or "rejected" in msg or "exclude the example" in msg)))
+                and ("fixed" in msg or "rejected" in msg or "exclude the example" in msg))
+            or (isinstance(e, pt2onnx.CaptureError)
+                and "dims declared independent are related" in msg))
         return Outcome("export_error", _first_lines(e), typed)
     try:
         onnx.checker.check_model(proto, full_check=True)
