@@ -168,6 +168,8 @@ def dynamic_shapes():
      "itself", True),  # capture._check_example_fits (fuzz seed 3702, program 819)
     ("the dynamic shapes declare a dim that can only take one size in this model:\n"
      "  - B is fixed to 5 by the model", True),
+    ("dims declared independent are related in the model:\n  - The values of C and B "
+     "must always be equal", True),  # capture._capture's kind (fuzz seed 7411, program 2559)
     ("something went wrong", False),
 ])
 def test_which_capture_errors_are_typed_refusals(monkeypatch: Any, message: str,
@@ -286,3 +288,20 @@ def test_without_the_reference_opinion_it_is_a_mismatch(monkeypatch: Any) -> Non
     monkeypatch.setattr(oracle, "_reference_agrees", lambda *a, **k: False)
     out = oracle.check_source(_PLAIN)
     assert out.cls == "mismatch", out
+
+
+class _WrongAtTheMaximum(torch.nn.Module):
+    """The file as an exporter would write it wrong at the declared maximum only."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.where(torch.tensor(x.shape[0] == 64), x * 3, x * 2)
+
+
+def test_a_file_wrong_at_the_declared_maximum_is_a_mismatch(monkeypatch: Any) -> None:
+    """The oracle runs every dynamic program at its example, its second size, 1 where
+    declared, and the declared maximum (64): a file wrong only there is a mismatch."""
+    real = oracle.export
+    monkeypatch.setattr(oracle, "export", lambda exporter, module, args, spec: real(
+        exporter, _WrongAtTheMaximum(), args, spec))
+    out = oracle.check_source(_DYNAMIC)
+    assert out.cls == "mismatch" and "B=64" in out.detail, out
