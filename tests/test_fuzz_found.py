@@ -778,3 +778,23 @@ def test_a_class_capture_that_excludes_the_example_is_refused() -> None:
     outcome = check_namespace(load(source.read_text()), "pt2onnx")
     assert outcome.cls in ("ok", "export_error"), outcome
     assert outcome.cls == "ok" or outcome.typed, outcome
+
+
+def test_a_decomposition_that_fixes_a_dynamic_size_is_refused() -> None:
+    """Fuzz seed 7411, program 4143 (reduced): ``v[:, :, :-1, -1:0:2]`` (empty, its third
+    dim B - 1) then ``repeat_interleave(2 - v.size(2) % 2, dim=-2)``, from an example of
+    1. The capture is general, but repeat_interleave has no rule, and torch's
+    decomposition, traced per node, guarded B - 1 to 1 (the grown example's) without a
+    word: the file was one constant, shape (1, 3, 1, 0), silently wrong at 1 (its own
+    example), 3 and 8. A per-node trace that fixes a symbolic size is now refused, typed."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" /
+              "decomposition_fixes_an_empty_dim_4143.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls in ("ok", "export_error"), outcome
+    assert outcome.cls == "ok" or outcome.typed, outcome

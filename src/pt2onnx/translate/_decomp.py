@@ -208,9 +208,45 @@ def trace(fn: Callable[..., Any], node: torch.fx.Node) -> tuple[torch.fx.GraphMo
         return flat
 
     used = used_outputs(node)
+    dims = [(d, str(d.node.expr)) for d in _symbolic(vals)]
     gm = make_fx(run, tracing_mode="symbolic")(*vals)
+    fixed = [(d, shown) for d, shown in dims if _now_a_number(d)]
+    if fixed:
+        # The decomposition guarded a declared size to its example's value (a 0 or 1
+        # in an empty input: torch's repeat_interleave at B - 1 = 1, fuzz seed 7411
+        # program 4143): its graph holds only there, and the shape environment now does
+        # too, so no other candidate can be traced either.
+        raise SpecializedTrace(
+            f"the dynamic shapes do not survive decomposing "
+            f"{getattr(node.target, '__name__', node.target)} (it has no rule): torch's "
+            f"decomposition fixed the size {fixed[0][1]} to "
+            f"{fixed[0][0].node.shape_env.replace(fixed[0][0].node.expr)}, the example's, so "
+            "its graph would hold at that size only.\nNext step: export from an example "
+            "where that size is 2 or more, or make that dim static.")
     gm.graph.eliminate_dead_code()  # what computed only the outputs nobody reads
     return gm, out_specs[-1]
+
+
+class SpecializedTrace(CaptureError):
+    """A per-node decomposition's trace fixed a symbolic size (``trace``)."""
+
+
+def _symbolic(vals: list[Any]) -> list[Any]:
+    """The symbolic sizes among ``vals`` (tensor dims and SymInts)."""
+    found = []
+    for v in vals:
+        for d in (v.shape if isinstance(v, torch.Tensor) else [v]):
+            if isinstance(d, torch.SymInt) and not d.node.expr.is_number:
+                found.append(d)
+    return found
+
+
+def _now_a_number(d: Any) -> bool:
+    env = getattr(d.node, "shape_env", None)
+    try:
+        return env is not None and bool(env.replace(d.node.expr).is_number)
+    except Exception:
+        return False
 
 
 _META_FAKES: list[Any] = []

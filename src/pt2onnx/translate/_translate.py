@@ -433,6 +433,8 @@ class Translator:
                 began = time.perf_counter()
                 try:
                     self._traces[key] = _decomp.trace(fn, node)
+                except _decomp.SpecializedTrace:
+                    raise
                 except Exception:  # not traceable on these inputs: try the next source
                     continue
                 finally:
