@@ -357,7 +357,7 @@ def _eager_fails_at(module: Any, program: Any, symbols: list[Any], sizes: list[i
     import copy
 
     from pt2onnx.capture._model_state import no_leaked_fake_tensors
-    from pt2onnx.capture._resize import example_at, known_values
+    from pt2onnx.capture._resize import example_at, ints_zeroed, known_values
 
     def runs(args: Any, kwargs: Any) -> bool:
         try:
@@ -367,18 +367,11 @@ def _eager_fails_at(module: Any, program: Any, symbols: list[Any], sizes: list[i
             return False
         return True
 
-    def zeroed(t: torch.Tensor) -> torch.Tensor:
-        return torch.zeros_like(t) if not t.is_floating_point() and not t.is_complex() and (
-            t.dtype != torch.bool) else t
-
     for size in sizes:
         built = example_at(program, {**known_values(program), **dict.fromkeys(symbols, size)})
         if built is None or runs(*built):
             return False
-        # The resized example's index values may not fit the new size (an index of 5
-        # at 3): with every integer input 0, a model that runs there takes the size, and
-        # only the example's values failed (torch 2.12, fuzz seed 7411 program 1047).
-        if runs(*torch.utils._pytree.tree_map_only(torch.Tensor, zeroed, built)):
+        if runs(*ints_zeroed(*built)):  # only the example's index values failed
             return False
     return True
 

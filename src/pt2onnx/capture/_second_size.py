@@ -22,14 +22,8 @@ from typing import Any
 import torch
 
 from pt2onnx import _compat
-from pt2onnx.capture._size_one import (
-    Unproved,
-    _describe,
-    _where,
-    first_difference,
-    root_symbols,
-    trusted_now,
-)
+from pt2onnx.capture._graph_diff import describe, first_difference, source_line
+from pt2onnx.capture._size_one import Unproved, root_symbols, trusted_now
 
 
 def needed(refinements: list[str], assumed: list[str]) -> bool:
@@ -96,15 +90,15 @@ def point(module: torch.nn.Module, program: torch.export.ExportedProgram, strict
         return [], []
     general, static = differs
     first = general or static
-    where = _where(first.node) if first is not None else "(unknown)"
+    where = source_line(first.node) if first is not None else "(unknown)"
     example_sizes = ", ".join(f"{n}={at_example[n]}" for n in changed) or "the example"
     dims = ", ".join(changed) or ", ".join(dict.fromkeys(names.get(s, str(s)) for s in sizes))
     message = (
         "the dynamic shapes declare a dim that can only take one size in this model: "
         f"{'one of ' if ',' in dims else ''}{dims} is fixed by the model, though "
         "torch.export did not say so.\n"
-        f"  At {label} PyTorch runs {_describe(static)} at {where}; the graph captured at "
-        f"{example_sizes} runs {_describe(general)} there, and the written graph, run "
+        f"  At {label} PyTorch runs {describe(static)} at {where}; the graph captured at "
+        f"{example_sizes} runs {describe(general)} there, and the written graph, run "
         "there against eager PyTorch, is wrong.\n"
         "The model turns a size into a Python value that shapes the graph (a loop count, "
         "or int() / math.ceil() of a size used as a length), which torch.export held at "

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import itertools
-import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,31 +30,10 @@ from typing import Any
 import sympy
 import torch
 
+from pt2onnx.capture._graph_diff import Step, describe, first_difference, source_line
 from pt2onnx.errors import CaptureError, SizeOneError
 
 aten = torch.ops.aten
-
-# Ops that pass their input's values through unchanged: torch may add or leave them
-# out by memory layout alone (a reshape is a view at size 1 and a copy otherwise), so
-# they never make two programs differ.
-_TRANSPARENT = {
-    aten.clone.default, aten.alias.default, aten.detach.default,
-    aten.contiguous.default, aten.lift_fresh_copy.default,
-}
-_SAME_AS_VIEW = {aten._unsafe_view.default, aten.reshape.default, aten.view.default,
-                 aten._reshape_alias.default}
-# Ops that are the identity when their output has their input's shape: a static capture
-# leaves out a slice over a whole dim or an expand to the same shape, which a capture
-# with a symbolic size keeps.
-_IDENTITY_AT_SAME_SHAPE = {aten.slice.Tensor, aten.expand.default, aten.to.dtype,
-                           aten._to_copy.default, aten.to.dtype_layout, *_SAME_AS_VIEW}
-
-
-@dataclass
-class _Step:
-    node: torch.fx.Node
-    key: tuple[Any, ...]  # what must be equal: op, non-tensor arguments, output shapes
-
 
 def root_symbols(program: torch.export.ExportedProgram) -> dict[sympy.Symbol, int]:
     """Each plain symbol of the user inputs' shapes, with its size in the program's example."""
@@ -74,133 +51,6 @@ def ones_allowed(program: torch.export.ExportedProgram, sym: sympy.Symbol) -> bo
         return bool(vr.lower <= 1) and (("oo" in str(vr.upper)) or bool(vr.upper >= 1))
     except TypeError:
         return True
-
-
-class _Any:
-    """A size that depends on tensor data (an unbacked symbol): equal to any size."""
-
-    def __eq__(self, other: object) -> bool:
-        return True
-
-    def __hash__(self) -> int:
-        return 0
-
-    def __repr__(self) -> str:
-        return "?"
-
-
-ANY = _Any()
-
-
-def _eval(expr: Any, values: dict[Any, int]) -> Any:
-    if any(str(s).startswith("u") for s in getattr(expr, "free_symbols", ())):
-        return ANY  # data-dependent: the static capture has the example's value
-    try:
-        return sympy.simplify(expr.subs(values))
-    except Exception:
-        return str(expr)
-
-
-def _value(node: Any, values: dict[Any, int]) -> Any:
-    """A comparable form of an FX argument: SymInts evaluated at ``values``."""
-    if isinstance(node, torch.fx.Node):
-        val = node.meta.get("val")
-        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-            return _eval(val.node.expr, values)
-        if isinstance(val, (int, float, bool)):
-            return val
-        return "T"
-    if isinstance(node, (list, tuple)):
-        return tuple(_value(n, values) for n in node)
-    if isinstance(node, dict):
-        return tuple(sorted((k, _value(v, values)) for k, v in node.items()))
-    if isinstance(node, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return _eval(node.node.expr, values)
-    if isinstance(node, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
-        return str(node)
-    return node
-
-
-def _shape(val: Any, values: dict[Any, int]) -> Any:
-    if isinstance(val, torch.Tensor):
-        dims = []
-        for d in val.shape:
-            if isinstance(d, torch.SymInt):
-                d = _eval(d.node.expr, values)
-            dims.append(int(d) if getattr(d, "is_number", False) or type(d) is int else d)
-        return (str(val.dtype), tuple(dims))
-    if isinstance(val, (list, tuple)):
-        return tuple(_shape(v, values) for v in val)
-    return None
-
-
-def _steps(program: torch.export.ExportedProgram, values: dict[Any, int]) -> list[_Step]:
-    return _graph_steps(program.graph_module, values)
-
-
-def _graph_steps(module: torch.fx.GraphModule, values: dict[Any, int]) -> list[_Step]:
-    steps = []
-    for node in module.graph.nodes:
-        if node.op != "call_function" or node.target in _TRANSPARENT or (
-                node.target is operator.getitem):
-            continue
-        if isinstance(node.target, torch._ops.HigherOrderOperator):
-            # A region under no_grad or autocast is a submodule in one capture and inline
-            # in another: compare what runs inside, in order.
-            for arg in node.args:
-                if isinstance(arg, torch.fx.Node) and arg.op == "get_attr":
-                    sub = getattr(module, str(arg.target), None)
-                    if isinstance(sub, torch.fx.GraphModule):
-                        steps += _graph_steps(sub, values)
-            if "wrap_with" in str(node.target):
-                continue
-        shape = _shape(node.meta.get("val"), values)
-        if shape is None or shape == ():  # symbolic arithmetic, asserts: not tensor work
-            continue
-        if node.target in _IDENTITY_AT_SAME_SHAPE and node.args and isinstance(
-                node.args[0], torch.fx.Node) and _shape(node.args[0].meta.get("val"),
-                                                        values) == shape:
-            continue
-        target = aten.view.default if node.target in _SAME_AS_VIEW else node.target
-        args = _value(tuple(node.args), values)
-        if target is aten.view.default:
-            args = ()  # the output shape says it all (view(x, [-1]) and view(x, [n]) agree)
-        steps.append(_Step(node, (str(target), args, _value(node.kwargs, values), shape)))
-    return steps
-
-
-def _where(node: torch.fx.Node) -> str:
-    """The innermost frame of the node's stack trace: the model's line."""
-    from pt2onnx.translate import is_transparent
-
-    trace = node.meta.get("stack_trace") or ""
-    lines = [ln.strip() for ln in trace.strip().splitlines()]
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].startswith("File ") and not is_transparent(lines[i]):
-            code = lines[i + 1] if i + 1 < len(lines) else ""
-            return f"{lines[i]}: {code}".replace('File "', "").replace('", line ', ":")
-    return "(no source line recorded)"
-
-
-def _same(a: Any, b: Any) -> bool:
-    if a is ANY or b is ANY:
-        return True
-    if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    try:
-        return bool(a == b)
-    except TypeError:
-        return False
-
-
-def first_difference(general: torch.export.ExportedProgram,
-                     at_one: torch.export.ExportedProgram, values: dict[Any, int]) -> tuple[_Step | None, _Step | None] | None:
-    """The first pair of nodes that differ, or None when the programs agree."""
-    a, b = _steps(general, values), _steps(at_one, {})
-    for x, y in itertools.zip_longest(a, b):
-        if x is None or y is None or not _same(x.key, y.key):
-            return x, y
-    return None
 
 
 @dataclass
@@ -386,7 +236,7 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
             continue
         found = first_difference(program, at_one, values)
         if found is None and write is not None:
-            step = _Step(write, (str(write.target), (), (), None))
+            step = Step(write, (str(write.target), (), (), None))
             found = (step, step)
         if found is not None:
             first = found[0] or found[1]
@@ -396,7 +246,7 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
             unproved.append(Unproved(
                 label, args1, kwargs1, message, list(config),
                 [n for s in config if s in names for n in names[s].split(", ")],
-                _where(first.node) if first is not None else "",
+                source_line(first.node) if first is not None else "",
                 [p[0] for p in tie.names.values()] if tie is not None else None))
     return notes, unproved
 
@@ -519,12 +369,9 @@ def _with_ints_zeroed(prog: Any, point: Unproved) -> Unproved | None:
     import copy
     import dataclasses
 
-    def zeroed(t: torch.Tensor) -> torch.Tensor:
-        return torch.zeros_like(t) if not (t.is_floating_point() or t.is_complex()) and (
-            t.dtype != torch.bool) else t
+    from pt2onnx.capture._resize import ints_zeroed
 
-    args, kwargs = torch.utils._pytree.tree_map_only(
-        torch.Tensor, zeroed, (point.args, point.kwargs))
+    args, kwargs = ints_zeroed(point.args, point.kwargs)
     try:
         with torch.no_grad():
             prog._module(*copy.deepcopy(args), **copy.deepcopy(kwargs))
@@ -572,8 +419,8 @@ def _declared_from_one(spec: Any) -> bool:
     return bool(dims) and all(not isinstance(d.min, int) or d.min <= 1 for d in dims)
 
 
-def _write_message(step: _Step | None, label: str) -> str:
-    where = _where(step.node) if step is not None else "(unknown)"
+def _write_message(step: Step | None, label: str) -> str:
+    where = source_line(step.node) if step is not None else "(unknown)"
     return (
         f"the exported graph computes something else than the model where {label}: "
         f"at {where}\n"
@@ -585,31 +432,18 @@ def _write_message(step: _Step | None, label: str) -> str:
         "declare the dim with min=2.")
 
 
-def _describe(step: _Step | None) -> str:
-    if step is None:
-        return "nothing (the graph ends earlier)"
-    target, _, _, shape = step.key
-    return f"{target.removeprefix('aten.')} giving {_shapes_text(shape)}"
-
-
-def _shapes_text(shape: Any) -> str:
-    if isinstance(shape, tuple) and len(shape) == 2 and isinstance(shape[0], str):
-        return "(" + ", ".join(str(d) for d in shape[1]) + ")"
-    return ", ".join(_shapes_text(s) for s in shape)
-
-
-def _message(found: tuple[_Step | None, _Step | None], label: str, config: list[Any],
+def _message(found: tuple[Step | None, Step | None], label: str, config: list[Any],
              names: dict[Any, str]) -> str:
     general, at_one = found
     node = (general or at_one)
-    where = _where(node.node) if node is not None else "(unknown)"
+    where = source_line(node.node) if node is not None else "(unknown)"
     dims = ", ".join(names.get(s, str(s)) for s in config)
     return (
         f"the exported graph computes something else than the model where {label}: "
         f"at {where}\n"
-        f"  - at that size, PyTorch runs {_describe(at_one)};\n"
+        f"  - at that size, PyTorch runs {describe(at_one)};\n"
         f"  - the dynamic graph (captured as if {dims} were never 1) runs "
-        f"{_describe(general)} there.\n"
+        f"{describe(general)} there.\n"
         "A file written from it would give wrong shapes or numbers at that size, so "
         "pt2onnx refuses.\n"
         f"Next step: if {dims} is never 1 in use, say so: Dim({dims.split(', ')[0]!r}, min=2) "
