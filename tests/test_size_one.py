@@ -627,3 +627,19 @@ def test_embedding_bag_indices_after_the_last_offset(mode, padding_idx):
         args = (torch.tensor(indices), torch.tensor(offsets))
         prog = pt2onnx.export(model, args)
         torch.testing.assert_close(torch.from_numpy(prog.run(*args)[0]), model(*args).detach())
+
+
+def test_a_size_1_the_model_cannot_run_at_is_left_out_as_reported(tmp_path):
+    """``x.squeeze()`` drops B at 1, so ``sort(dim=2)`` is out of range there and eager
+    fails; torch.export still captures it at 1 (its meta kernel does not check the dim),
+    and the rule failed on that capture, an untyped crash (fuzz seed 7411 program 3870).
+    1 is now left out of B's range, as reported, and the file is right above it."""
+    model = One(lambda x: torch.sort(x.squeeze(), 2, descending=True).values)
+    with pytest.raises(IndexError):
+        model(torch.randn(1, 4, 3))
+    path = tmp_path / "m.onnx"
+    prog = pt2onnx.export(model, (torch.randn(5, 4, 3),), path,
+                          dynamic_shapes=({0: Dim("B", min=1, max=64)},))
+    assert any(n.startswith("B bounded to [2, 64]: eager fails on the example resized to B=1")
+               for n in prog.report.dynamic_refinements), prog.report.dynamic_refinements
+    _run_at(path, model, lambda b: (torch.randn(b, 4, 3),), (2, 5, 64))

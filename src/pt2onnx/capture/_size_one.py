@@ -315,7 +315,16 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
                 # The captures differ there and nothing can be run to tell whether that
                 # matters (an index the example holds is out of range at 1): the file
                 # takes the capture at 1 for that size, right by construction.
-                prog.model, other_rank = merge_at_one(prog.model, at_one(point), where)
+                try:
+                    one = at_one(point)
+                except Exception as failed:
+                    # Eager fails there, with integer inputs 0 too, and no graph of the
+                    # model at 1 exists (a squeeze() drops the dim and a later op's dim
+                    # is out of range): 1 is not a size the model runs at.
+                    if not _leave_out_one(prog, captured, point, why, failed):
+                        raise
+                    continue
+                prog.model, other_rank = merge_at_one(prog.model, one, where)
                 prog._session = None
                 branched = True
                 notes.append(f"{point.label}: the model's capture differs there (at "
@@ -361,6 +370,28 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
     if branched:
         _check_every_one(prog, captured)
     return notes
+
+
+def _leave_out_one(prog: Any, captured: Any, point: Unproved, why: str,
+                   failed: Exception) -> bool:
+    """Narrows the one dim of ``point`` to start at 2, as reported, where eager fails on
+    the example resized to 1 (``why``) and the capture at 1 failed too (``failed``).
+    False where the point is not one dim's 1 (a refusal then stands)."""
+    if len(point.dim_names) != 1 or len(point.symbols) != 1:
+        return False
+    name = point.dim_names[0]
+    vr = {str(k): v for k, v in captured.program.range_constraints.items()}.get(
+        str(point.symbols[0]))
+    upper = getattr(vr, "upper", None)
+    shown = str(int(upper)) if upper is not None and upper.is_finite else "inf"
+    note = (f"{name} bounded to [2, {shown}]: eager fails on the example resized to "
+            f"{name}=1 ({why}), with integer inputs 0 too, and the model has no graph "
+            f"at 1 ({type(failed).__name__}: {str(failed).splitlines()[0][:150]}), so 1 is "
+            "left out of the file's range")
+    rep = prog.report
+    rep.dynamic_refinements.append(note)
+    rep.warnings.append(f"dynamic shapes refined: {note}")
+    return True
 
 
 def _with_ints_zeroed(prog: Any, point: Unproved) -> Unproved | None:
