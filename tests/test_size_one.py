@@ -6,6 +6,8 @@ run in onnxruntime at size 1, at the example and at a size of 3 or more (issue 2
 
 from __future__ import annotations
 
+import math
+
 import onnx
 import onnxruntime as ort
 import pytest
@@ -643,3 +645,31 @@ def test_a_size_1_the_model_cannot_run_at_is_left_out_as_reported(tmp_path):
     assert any(n.startswith("B bounded to [2, 64]: eager fails on the example resized to B=1")
                for n in prog.report.dynamic_refinements), prog.report.dynamic_refinements
     _run_at(path, model, lambda b: (torch.randn(b, 4, 3),), (2, 5, 64))
+
+
+class _TwoSymbolsOfOneDim(nn.Module):
+    """B on two inputs, which torch.export keeps as two symbols; the example's index
+    values (5) are out of range at B=1, so the size-1 point cannot be run as it stands."""
+
+    def forward(self, x, index, src, y):
+        kept = torch.tensor([0, 2, 1, -1], dtype=torch.int32)[-3:]
+        added = torch.index_add(x, 0, index, src)
+        return (added.narrow(0, 0, round(added.shape[0] / 2)),
+                kept[y.size(0) - 4::math.ceil(y.size(0) / 16)])
+
+
+def test_two_symbols_of_one_dim_are_1_together(tmp_path):
+    """The size-1 point set one of B's two symbols to 1 and left the other input at the
+    example's 6; the capture there, joined under an If for B=1, held the slice start
+    at 6 - 4, and the file was wrong at 1 (fuzz seed 7411 program 4186, found once the
+    ``sym_storage_offset`` rule's crash on a constant was fixed)."""
+    def inputs_at(b, index=None):
+        return (torch.randn(b, 5), torch.randint(0, b, (2,)) if index is None else index,
+                torch.randn(2, 5), torch.randn(b))
+
+    model = _TwoSymbolsOfOneDim()
+    path = tmp_path / "m.onnx"
+    b = Dim("B", min=1, max=64)
+    pt2onnx.export(model, inputs_at(6, torch.tensor([5, 3])), path,
+                   dynamic_shapes=({0: b}, None, None, {0: b}))
+    _run_at(path, model, inputs_at, (1, 2, 3, 4, 6, 7, 17, 64))

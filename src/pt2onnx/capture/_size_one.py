@@ -211,16 +211,23 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
     # compared there too (fuzz seed 7411 program 2362: ``min(n, 2) / max(n, 2, 1)`` held
     # as ``2 / n`` was wrong at 1, the example).
     ones = [s for s in known if ones_allowed(program, s) or s in (declared_ones or ())]
-    configs = [[s] for s in ones] + ([ones] if len(ones) > 1 else [])
-    # Same ops in both captures can still share memory differently at 1 (_aliasing.py).
-    write = layout_dependent_write(program.graph_module) if configs else None
     notes, unproved = _tie_points(module, program, found_ties or [])
     # A tie the model runs apart is a dim per name: at the symbol's 1, all are 1.
     apart = {t.symbol: t for t in found_ties or [] if t.separate}
     names = {**names, **{s: ", ".join(t.names) for s, t in apart.items()}}
+    # torch.export can keep one declared Dim as two symbols (one per input): they are 1
+    # together, or the point mixes sizes no call can give (fuzz seed 7411 program 4186:
+    # the capture "at B=1" held the other input at 6, and the file was wrong at 1).
+    by_dim: dict[str, list[Any]] = {}
+    for s in ones:
+        by_dim.setdefault(names.get(s, str(s)), []).append(s)
+    configs = list(by_dim.values()) + ([ones] if len(by_dim) > 1 else [])
+    # Same ops in both captures can still share memory differently at 1 (_aliasing.py).
+    write = layout_dependent_write(program.graph_module) if configs else None
     for config in configs:
         values = {**known, **{s: 1 for s in config}}
-        label = ", ".join(f"{n}=1" for s in config for n in names.get(s, str(s)).split(", "))
+        label = ", ".join(dict.fromkeys(
+            f"{n}=1" for s in config for n in names.get(s, str(s)).split(", ")))
         example = example_at(program, values)
         if example is None:
             notes.append(f"size 1 not checked for {label}: the inputs could not be resized")
@@ -276,8 +283,10 @@ def _position(captured: Any, point: Unproved) -> list[tuple[int, int]] | None:
 
     if point.positions is not None:
         return point.positions
-    found = input_position(captured.program, point.symbols[0]) if len(
-        point.symbols) == 1 else None
+    # Two symbols of one declared Dim are equal at every call: either one's input picks.
+    one_dim = len(point.symbols) == 1 or (bool(point.dim_names) and len(
+        set(point.dim_names)) == 1 and len(point.dim_names) == len(point.symbols))
+    found = input_position(captured.program, point.symbols[0]) if one_dim else None
     return None if found is None else [found]
 
 
@@ -377,7 +386,7 @@ def _leave_out_one(prog: Any, captured: Any, point: Unproved, why: str,
     """Narrows the one dim of ``point`` to start at 2, as reported, where eager fails on
     the example resized to 1 (``why``) and the capture at 1 failed too (``failed``).
     False where the point is not one dim's 1 (a refusal then stands)."""
-    if len(point.dim_names) != 1 or len(point.symbols) != 1:
+    if len(set(point.dim_names)) != 1 or len(point.dim_names) != len(point.symbols):
         return False
     name = point.dim_names[0]
     vr = {str(k): v for k, v in captured.program.range_constraints.items()}.get(

@@ -64,7 +64,7 @@ class Translator:
         self.graph = ir.Graph([], [], nodes=[], opset_imports={"": opset}, name="main_graph")
         self.g = _builder.RuleContext(self.graph, opset)
         self.g.inline = self.inline
-        self.g._value_of = lambda n: self.env[n]
+        self.g._value_of = lambda n: self._materialize(self.env[n])
         self.env: dict[torch.fx.Node, Any] = {}
         self.missing: list[MissingOp] = []
         self.histogram: dict[str, int] = {}
