@@ -798,3 +798,22 @@ def test_a_decomposition_that_fixes_a_dynamic_size_is_refused() -> None:
     outcome = check_namespace(load(source.read_text()), "pt2onnx")
     assert outcome.cls in ("ok", "export_error"), outcome
     assert outcome.cls == "ok" or outcome.typed, outcome
+
+
+def test_the_storage_offset_of_a_view_of_a_constant() -> None:
+    """Fuzz seed 7411, program 4186 (reduced): ``v9 = torch.tensor([...])[-3:]`` beside
+    an in-place ``mul_`` on a copy of the constant, then ``v9[n - 4::ceil(n / 16)]`` with
+    n from an ``embedding_bag``'s batch. torch.export reads the view's storage offset,
+    and the ``sym_storage_offset`` rule, replaying the view from its base, was handed the
+    constant itself and crashed (an untyped TranslationError). The rule now gets the
+    constant as a value; the file is right at 1, the example and 64."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" /
+              "storage_offset_of_a_constant_view_4186.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls == "ok", outcome

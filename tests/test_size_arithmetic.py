@@ -717,3 +717,38 @@ def test_a_bound_torch_export_s_solver_fails_on_is_stated_as_the_range() -> None
     for b in (4, 5, 9, 64):
         x = torch.randn(b, 2, 5)
         np.testing.assert_allclose(prog.run(x)[0], model(x).numpy(), rtol=1e-6)
+
+
+class _ParityViewBesideABroadcast(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
+                w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # view's stride computation guards the example's parity (B odd, from 5)
+        return torch.maximum(z, w), torch.cat([x, y], -1).view(1, 2, -1)
+
+
+def test_a_broadcast_beside_a_residue_class_keeps_both_names() -> None:
+    """``view(1, 2, -1)`` of a ``(B, 2)`` tensor is held to odd B (from the example's 5),
+    and ``maximum(z, w)`` has w's C at 1. Grown to equal sizes, torch.export tied both to
+    one root (B = C = 2*_B), which excluded the example, and the export was refused (fuzz
+    seed 7411 program 3492, and 20 more of that campaign). C is now captured at B's
+    size in B's residue class, each class joined under an If, and C = 1 run apart (the
+    broadcast): the file keeps B and C, and is right at every pair eager takes."""
+    model = _ParityViewBesideABroadcast()
+
+    def inputs(b: int, c: int) -> tuple[torch.Tensor, ...]:
+        return torch.randn(b, 1), torch.randn(b, 1), torch.randn(b), torch.randn(c)
+
+    b, c = Dim("B", min=4, max=64), Dim("C", min=1, max=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(model, inputs(5, 1),
+                              dynamic_shapes=({0: b}, {0: b}, {0: b}, {0: c}))
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
+    dims = [[d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+            for i in prog.model_proto.graph.input]
+    assert dims == [["B", 1], ["B", 1], ["B"], ["C"]], dims
+    for size in ((5, 1), (5, 5), (4, 1), (4, 4), (6, 1), (6, 6), (7, 7), (63, 1), (64, 64)):
+        args = inputs(*size)
+        for g, e in zip(prog.run(*args), model(*args)):
+            assert g.shape == tuple(e.shape), size
+            np.testing.assert_allclose(g, e.numpy(), rtol=1e-6)

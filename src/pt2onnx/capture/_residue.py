@@ -221,6 +221,7 @@ def split_by_residue(
             return [f"{', '.join(tied)}: joined by residue mod {k}, the file does not match "
                     f"eager PyTorch at {tied[0]}={n}: {wrong[:300]}; the narrowing stands"]
     rep.dynamic_refinements[:] = [n for n in notes if n not in narrowing]
+    _name_joined_dims(prog.model.graph, dim_names)
     dropped = {f"dynamic shapes refined: {n}" for n in narrowing}
     rep.warnings[:] = [w for w in rep.warnings if w not in dropped]
     if unchecked:
@@ -244,6 +245,29 @@ def split_by_residue(
     for r, _, extra in branches:
         out += [f"{tied[0]} % {k} == {r}: {n}" for n in extra]
     return out
+
+
+def _name_joined_dims(graph: Any, dim_names: list[dict[int, str]]) -> None:
+    """The joined file takes every class: an input dim the class capture named by its
+    class (``2*B - 1``) takes the user's name, and so does an output dim of that name."""
+    import onnx_ir as ir
+
+    renamed: dict[str, str] = {}
+    for value, given in zip(graph.inputs, dim_names):
+        if value.shape is None:
+            continue
+        dims = list(value.shape)
+        for axis, name in given.items():
+            d = dims[axis] if axis < len(dims) else None
+            if isinstance(d, ir.SymbolicDim) and d.value and not d.value.isidentifier():
+                renamed[d.value] = name
+                dims[axis] = ir.SymbolicDim(name)
+        value.shape = ir.Shape(dims)
+    for value in graph.outputs if renamed else ():
+        if value.shape is not None:
+            value.shape = ir.Shape([
+                ir.SymbolicDim(renamed[d.value]) if isinstance(d, ir.SymbolicDim)
+                and d.value in renamed else d for d in value.shape])
 
 
 def _class_capture(spec: Any, tied: list[str], k: int, r: int, low: int, high: float,
@@ -316,9 +340,21 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
             by_name.setdefault(a.name, []).append(a)
     for group in _refused_groups(text, by_name):
         axes = [a for n in group for a in by_name[n]]
+        sizes = {a.size for a in axes}
         size = axes[0].size
-        if any(a.size != size for a in axes):
-            continue
+        at_size = (args, kwargs)
+        if len(sizes) > 1:
+            # A dim at 1 in the example beside the class's dim (``maximum(b, c)`` with c
+            # at 1): captured tied at the other's size, where eager runs, and run apart
+            # at 1 afterwards (``_size_one.ties``: the file keeps both names).
+            if len(sizes - {1}) != 1:
+                continue
+            size = max(sizes)
+            ones = [n for n in group if all(a.size == 1 for a in by_name[n])]
+            widened = _grown(args, kwargs, inputs, declared, None, dict.fromkeys(ones, size))
+            if widened is None or not _eager_runs(module, *widened):
+                continue
+            at_size = widened
         lows = [getattr(a.dim, "min", None) for a in axes]
         highs = [getattr(a.dim, "max", None) for a in axes]
         low = max((v for v in lows if isinstance(v, int)), default=0)
@@ -344,13 +380,6 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
                            dict.fromkeys(group, size + k))
             if grown is None or not _eager_runs(module, *grown):
                 continue
-            if len(group) > 1 and any(
-                    (mixed := _grown(args, kwargs, inputs, declared, None,
-                                     {n: 1 if n == one else size + k for n in group}))
-                    is not None and _eager_runs(module, *mixed) for one in group):
-                # Dims the model runs apart (one at 1: a broadcast) are kept apart; the
-                # class capture would declare them one dim.
-                break
             if below and any(a.size == size + k for a in declared if a.name not in group):
                 # Grown onto another declared dim's size, the capture may tie the two
                 # (``torch.where(c_mask, b_values, ...)``: c is 1 or b), which the
@@ -361,12 +390,19 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
             if spec_k is None:
                 break
             try:
-                cap = _either_mode(functools.partial(attempt, spec_k, grown if below else None))
+                cap = _either_mode(functools.partial(
+                    attempt, spec_k, grown if below else None if at_size[0] is args else at_size))
             except Exception:
                 continue
             if below:
                 cap.example = cap.example if cap.example is not None else grown
                 cap.below_example = (name, refusal)
+            elif at_size[0] is not args and cap.example is None:
+                cap.example = at_size
+            # The file's dims carry the user's names (``_name_joined_dims``).
+            cap.dynamic_shapes = spec
+            if len(group) > 1:
+                _ties_apart(module, cap, spec, cap.example or (args, kwargs))
             if cap.below_minimum or cap.split is not None or any(
                     n.startswith(f"{root} ") for n in cap.refinements):
                 continue
@@ -377,6 +413,29 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
             cap.warnings[:0] = [f"dynamic shapes refined: {n}" for n in ours]
             return cap
     return None
+
+
+def _ties_apart(module: Any, cap: Any, spec: Any, inputs: tuple[Any, Any]) -> None:
+    """The declared dims of one class capture that the model also runs apart, one of
+    them at 1 (``maximum(b, c)``): the class's spec declares them one dim, so its capture
+    found no tie. Found here by the user's names, each side at 1 becomes a point the
+    file is run at, and the file keeps both names (``_size_one.ties``)."""
+    from pt2onnx.capture import _size_one
+    from pt2onnx.capture._capture import _declared_positions
+
+    positions = _declared_positions(module, inputs[0], inputs[1], spec)
+    found = _size_one.ties(cap.program, positions)
+    notes, points = _size_one._tie_points(module, cap.program, found)
+    separate = [t for t in found if t.separate]
+    if not separate:
+        return
+    cap.ties = separate
+    cap.size_one = list(cap.size_one) + points
+    cap.warnings += notes + [
+        f"{' and '.join(t.names)} broadcast against each other: the capture of their "
+        "residue class holds them as one size, and the model also runs where one of them "
+        "is 1 and the other is not; the file keeps each name, and takes them equal or "
+        "either one 1 (each such point is run)" for t in separate]
 
 
 # ``C tied to other dims: C = 2*_B``: the dims a refusal ties to one root.

@@ -97,7 +97,8 @@ def ties(program: torch.export.ExportedProgram, axes: list[tuple[str, int, int, 
         if i >= len(shapes) or axis >= len(shapes[i]):
             continue
         d = shapes[i][axis]
-        if isinstance(d, torch.SymInt) and isinstance(d.node.expr, sympy.Symbol):
+        # A plain symbol, or one residue class's ``2*r - 1`` (``capture/_residue.py``).
+        if isinstance(d, torch.SymInt) and d.node.expr.free_symbols:
             tie = groups.setdefault(d.node.expr, Tie(d.node.expr, {}))
             tie.names.setdefault(name, []).append((i, axis))
             if lower <= 1:
@@ -142,13 +143,14 @@ def _tie_points(module: torch.nn.Module, program: torch.export.ExportedProgram,
     notes: list[str] = []
     unproved: list[Unproved] = []
     for tie in found:
-        if tie.symbol not in known:
+        if not tie.symbol.free_symbols <= set(known):
             continue
+        size = int(tie.symbol.subs(known))
         for name, positions in tie.names.items():
             if name not in tie.may_be_one:
                 continue
             others = ", ".join(n for n in tie.names if n != name)
-            label = f"{name}=1 ({others}={known[tie.symbol]})"
+            label = f"{name}=1 ({others}={size})"
             example = _one_side(program, positions)
             if example is None:
                 notes.append(f"{label} not checked: the inputs could not be resized")
