@@ -385,7 +385,9 @@ def _capture_declared(
             unproved = unproved + hole_points(
                 refined, _symbol_names(positions, refined))
         separate = [t for t in ties if t.separate]
-        untied = {n for t in separate for n in t.names}
+        # A tie to one residue class (``B = 3*_B``) keeps its notes: the class is a
+        # narrowing that ``_residue.split_by_residue`` joins with the other classes.
+        untied = {n for t in separate if isinstance(t.symbol, sympy.Symbol) for n in t.names}
         refinements = [n for n in refined.notes
                        if not any(n.startswith(f"{name} tied to other dims:") for name in untied)]
         notes = [f"dynamic shapes refined: {n}" for n in refinements] + refined.assumed

@@ -110,7 +110,7 @@ def split_by_residue(
 
     from pt2onnx.capture._dynamic import bound_inputs, declared_axes
     from pt2onnx.capture._refine import _eager_runs
-    from pt2onnx.capture._resize import _grown
+    from pt2onnx.capture._resize import _grown, ints_zeroed
     from pt2onnx.capture._size_one import Unproved, _run
     from pt2onnx.capture._size_one_merge import merge_at, merge_residue
 
@@ -122,7 +122,11 @@ def split_by_residue(
     if found is None:
         return []
     tied, k, root, residue = found
-    if len({sizes[n] for n in tied}) != 1:
+    # A dim at 1 beside the class's dim (a broadcast, ``_ties_apart``): the classes are
+    # captured with it at the class dim's size, and the joined file run with it at 1.
+    values = {sizes[n] for n in tied}
+    ones = [n for n in tied if sizes[n] == 1] if len(values - {1}) == 1 else []
+    if len(values) != 1 and not ones:
         return []
     lows = [getattr(a.dim, "min", None) for a in declared if a.name in tied]
     highs = [getattr(a.dim, "max", None) for a in declared if a.name in tied]
@@ -135,15 +139,28 @@ def split_by_residue(
                 "does not reach the declared maximum; the narrowing stands"]
     general = set(notes) - set(narrowing)
     where = next(((i, axis) for i, axes in enumerate(dim_names) for axis, n in axes.items()
-                  if n in tied or n == root), None)
+                  if (n in tied and n not in ones) or n == root), None)
     if where is None:
         return []
-    size = sizes[tied[0]]
+    size = max(values)
+
+    def runnable(grown: Any) -> Any:
+        """``grown``, or it with integer inputs 0 (the example's index values may not
+        fit the size), where eager runs on it; else None."""
+        if grown is None:
+            return None
+        for candidate in (grown, ints_zeroed(*grown)):
+            if _eager_runs(module, *candidate):
+                return candidate
+        return None
 
     def grown_to(n: int) -> Any:
-        grown = _grown(args, kwargs, inputs, declared, None,
-                       _with_ties(dict.fromkeys(tied, n), notes))
-        return grown if grown is not None and _eager_runs(module, *grown) else None
+        return runnable(_grown(args, kwargs, inputs, declared, None,
+                               _with_ties(dict.fromkeys(tied, n), notes)))
+
+    def apart_at(n: int) -> Any:
+        return runnable(_grown(args, kwargs, inputs, declared, None,
+                               {**dict.fromkeys(tied, n), **dict.fromkeys(ones, 1)}))
 
     # (size, inputs, whether a capture of its own may be made there: below a range)
     # A size below whose inputs eager cannot take (None) is left out of the range.
@@ -200,6 +217,9 @@ def split_by_residue(
     # one, through the joined file; where one does not match, a capture at that size.
     fixed: list[int] = []
     unchecked: list[int] = []
+    if ones:  # each class with the broadcast side at 1 too
+        run_at = dict.fromkeys([size] + [n for n, g, _ in points if g is not None])
+        points += [(n, g, False) for n in run_at if (g := apart_at(n)) is not None]
     for n, grown, own in points:
         if grown is None:
             unchecked.append(n)
@@ -228,7 +248,7 @@ def split_by_residue(
         # No capture proves those sizes and none could be run: the range starts above.
         shown = "inf" if high == float("inf") else str(int(high))
         floor = max(unchecked) + 1
-        for name in tied:
+        for name in (n for n in tied if n not in ones):
             note = (f"{name} bounded to [{floor}, {shown}]: no capture of its residue class "
                     f"holds at {', '.join(map(str, sorted(unchecked)))}, and eager fails on "
                     "the example resized there, so the file was not run there")
