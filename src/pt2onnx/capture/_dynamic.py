@@ -443,7 +443,8 @@ def _export(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
 
     # Each capture starts from the model's state: one that failed part way must not
     # leave the shape key of a cache it traced (``self.k_shape = x.shape``) for the next.
-    with no_leaked_fake_tensors(module), SymBoolCausal(), CaptureRewrites():
+    with no_leaked_fake_tensors(module), SymBoolCausal(), CaptureRewrites(
+            lazy_splits=not strict):
         return _compat.export(module, args, kwargs, spec, strict=strict)
 
 

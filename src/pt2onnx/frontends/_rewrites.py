@@ -25,11 +25,20 @@ torch writes with ``index_put_``: the same elements (a negative ``i`` counts fro
 end in both), and ``v``, broadcast to the selected shape, gets the size-1 dim the
 advanced index adds where torch places it. Reading ``x[i]`` needs none of this:
 torch.export keeps the index symbolic there.
+
+``split`` and ``chunk`` along a dim whose size is symbolic:
+
+torch returns a tuple whose length is the number of pieces, ``ceil(n / size)``, a
+Python int: torch.export guards it to the example's count, and the dim is fixed or
+refused (``torch.split(x, 2)[0]``, ``x.chunk(3)[-1]``). While a model is captured these
+calls return a sequence whose piece at a constant index is a ``narrow`` of the input,
+its start and length computed from the size (``_Pieces``). ``len()``, iteration and
+slices of it are torch's own split, with its guard, as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -100,12 +109,96 @@ def _setitem_scalar_tensor_index(x: torch.Tensor, index: Any, value: Any) -> boo
     return True
 
 
+_SPLITS = {torch.split: "split_size_or_sections", torch.Tensor.split: "split_size",
+           torch.chunk: "chunks", torch.Tensor.chunk: "chunks"}
+
+
+class _Pieces(Sequence[torch.Tensor]):
+    """The pieces of ``split(x, size, dim)`` (``chunk``: ``size = ceil(n / chunks)``),
+    each one at a constant index a narrow of ``x``; anything else is torch's own split."""
+
+    def __init__(self, mode: CaptureRewrites, func: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any], x: torch.Tensor, size: Any, dim: int) -> None:
+        self._mode, self._call = mode, (func, args, kwargs)
+        self._x, self._size, self._dim = x, size, dim
+        self._real: tuple[torch.Tensor, ...] | None = None
+
+    def _all(self) -> tuple[torch.Tensor, ...]:
+        if self._real is None:
+            func, args, kwargs = self._call
+            self._mode.bypass += 1
+            try:
+                self._real = tuple(func(*args, **kwargs))
+            finally:
+                self._mode.bypass -= 1
+        return self._real
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        return iter(self._all())
+
+    def __getitem__(self, index: Any) -> Any:
+        if not isinstance(index, int) or isinstance(index, bool):
+            return self._all()[index]
+        n, size = self._x.shape[self._dim], self._size
+        count = torch.sym_max((n + size - 1) // size, 1)  # an empty dim is one empty piece
+        k = index if index >= 0 else count + index
+        if index not in (0, -1):  # eager's IndexError where there is no such piece
+            torch._check(k >= 0 if index < 0 else k < count,
+                         lambda: f"split: no piece {index} at this size")
+        start = k * size
+        index_ = (slice(None),) * self._dim + (slice(start, start + size),)
+        return self._x[index_]
+
+
+def _pieces(mode: CaptureRewrites, func: Any, args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> _Pieces | None:
+    """The lazy pieces of a split or chunk whose count depends on a symbolic size; None
+    for any other call (a list of sizes, a static count)."""
+    name = _SPLITS[func]
+    if not args or not isinstance(args[0], torch.Tensor) or set(kwargs) - {name, "dim"}:
+        return None
+    x = args[0]
+    rest = list(args[1:]) + [kwargs[k] for k in (name, "dim") if k in kwargs]
+    if not 1 <= len(rest) <= 2 or not isinstance(rest[0], (int, torch.SymInt)) or isinstance(
+            rest[0], bool) or not isinstance(rest[-1] if len(rest) == 2 else 0, int):
+        return None
+    dim = rest[1] if len(rest) == 2 else 0
+    if x.dim() == 0 or not -x.dim() <= dim < x.dim():
+        return None
+    dim %= x.dim()
+    n, given = x.shape[dim], rest[0]
+    if not isinstance(n, torch.SymInt) or (isinstance(given, int) and given <= 0):
+        # A static dim: torch's own split is general; a size of 0 or less: torch's own
+        # error.
+        return None
+    if name == "chunks":
+        size = torch.sym_max((n + given - 1) // given, 1)
+    else:
+        size = given
+    return _Pieces(mode, func, args, kwargs, x, size, dim)
+
+
 class CaptureRewrites(TorchFunctionMode):
     """Rewrites the calls above while capturing."""
+
+    def __init__(self, lazy_splits: bool = True) -> None:
+        super().__init__()
+        # Not under dynamo (strict capture): its graph holds only tensors.
+        self.lazy_splits = lazy_splits
+        self.bypass = 0
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if self.bypass:
+            return func(*args, **kwargs)
+        if func in _SPLITS and self.lazy_splits:
+            pieces = _pieces(self, func, args, kwargs)
+            if pieces is not None:
+                return pieces
         if func is torch._dim_arange and len(args) == 2 and not kwargs:
             return torch.arange(args[0].shape[args[1]], dtype=torch.int64)
         if (func is torch.Tensor.__setitem__ and len(args) == 3 and not kwargs
