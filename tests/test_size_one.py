@@ -673,3 +673,22 @@ def test_two_symbols_of_one_dim_are_1_together(tmp_path):
     pt2onnx.export(model, inputs_at(6, torch.tensor([5, 3])), path,
                    dynamic_shapes=({0: b}, None, None, {0: b}))
     _run_at(path, model, inputs_at, (1, 2, 3, 4, 6, 7, 17, 64))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 1, -1])
+def test_embedding_bag_is_translated_whole(tmp_path, mode, padding_idx):
+    """``F.embedding_bag`` reaches the exporter as ``embedding_bag.padding_idx``, which had
+    no rule: torch's decomposition was traced per node, and beside a split by
+    ``len(x) // 4`` it fixed the number of indices (fuzz seed 7411 programs 681, 1023, a
+    typed ``SpecializedTrace``). It has a rule of its own now (a negative ``padding_idx``
+    counts from the end of the weight's rows); the three outputs ``F.embedding_bag``
+    unpacks and drops are not read."""
+    weight = torch.randn(3, 4)
+    model = One(lambda x: F.embedding_bag(x, weight, mode=mode, padding_idx=padding_idx))
+    path = tmp_path / "m.onnx"
+    prog = pt2onnx.export(model, (torch.randint(0, 3, (1, 3)),), path,
+                          dynamic_shapes=({0: Dim("B", min=1, max=64)},))
+    assert not any("embedding_bag" in op for op, _, _ in prog.report.decompositions), \
+        prog.report.decompositions
+    _run_at(path, model, lambda b: (torch.randint(0, 3, (b, 3)),), (1, 2, 5, 64))

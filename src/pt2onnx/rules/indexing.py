@@ -202,6 +202,27 @@ def index_put(g: RuleContext, x: ir.Value, indices: list[ir.Value | None], value
     return g.op.Transpose(out, perm=inverse)
 
 
+@translation(aten.embedding_bag.padding_idx)
+def embedding_bag_padding_idx(g: RuleContext, weight: ir.Value, indices: ir.Value,
+                              offsets: ir.Value, scale_grad_by_freq: bool, mode: int,
+                              sparse: bool, per_sample_weights: ir.Value | None,
+                              include_last_offset: bool, padding_idx: int | None,
+                              ) -> tuple[Any, ...]:
+    """embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights, bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)
+
+    The public op: a negative ``padding_idx`` counts from the end of ``weight``'s rows,
+    None is no padding (``_embedding_bag``'s -1). Translated whole: torch's
+    decomposition, traced per node, fixed the number of indices to the example's."""
+    if padding_idx is not None and padding_idx < 0:
+        rows = weight.shape[0] if weight.shape is not None else None
+        if not isinstance(rows, int):
+            raise NotImplementedError("a negative padding_idx with a symbolic number of rows")
+        padding_idx += rows
+    return embedding_bag(g, weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+                         per_sample_weights, include_last_offset,
+                         -1 if padding_idx is None else padding_idx)
+
+
 def _bag_ids(g: RuleContext, offsets: ir.Value, n: ir.Value, bags: ir.Value) -> ir.Value:
     """For each index position j, the bag it falls in: #(offsets[:bags] <= j) - 1."""
     starts = g.op.Slice(offsets, g.const([0]), bags, g.const([0]))

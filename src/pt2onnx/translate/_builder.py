@@ -404,12 +404,13 @@ class RuleContext:
         return shape if all(type(d) is int for d in shape) else None
 
     def output_used(self, index: int) -> bool:
-        """Whether output ``index`` of a multi-output op is read by any node."""
+        """Whether output ``index`` of a multi-output op is read by any node (a getitem
+        nobody reads, as ``ret, _, _, _ = torch.embedding_bag(...)`` leaves, is not)."""
         import operator
 
         assert self.node is not None
         for user in self.node.users:
-            if user.target is not operator.getitem or user.args[1] == index:
+            if user.target is not operator.getitem or (user.args[1] == index and user.users):
                 return True
         return False
 
