@@ -817,3 +817,23 @@ def test_the_storage_offset_of_a_view_of_a_constant() -> None:
               "storage_offset_of_a_constant_view_4186.py")
     outcome = check_namespace(load(source.read_text()), "pt2onnx")
     assert outcome.cls == "ok", outcome
+
+
+def test_a_broadcast_side_at_1_is_run_at_the_users_example() -> None:
+    """Fuzz seed 7411, program 3660: B (example 6) held to even sizes beside C at 1, and a
+    split by ``max(-ceil(len(v) / 4), 1)``. A first cut of session 40 took the tie of B's
+    class and C in any capture and ran C = 1 only at the capture's grown example (B = 12),
+    where the file matched; at the user's own example (B = 6, C = 1) it failed in
+    onnxruntime. Such ties are now taken only by the residue capture, which runs C = 1 at
+    the user's B; here the refusal stands, typed."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = (Path(__file__).parent / "fuzz" / "found" /
+              "broadcast_beside_a_class_at_the_users_example_3660.py")
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls in ("ok", "export_error"), outcome
+    assert outcome.cls == "ok" or outcome.typed, outcome

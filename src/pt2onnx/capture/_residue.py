@@ -444,7 +444,7 @@ def _ties_apart(module: Any, cap: Any, spec: Any, inputs: tuple[Any, Any]) -> No
     from pt2onnx.capture._capture import _declared_positions
 
     positions = _declared_positions(module, inputs[0], inputs[1], spec)
-    found = _size_one.ties(cap.program, positions)
+    found = _size_one.ties(cap.program, positions, classes=True)
     notes, points = _size_one._tie_points(module, cap.program, found)
     separate = [t for t in found if t.separate]
     if not separate:

@@ -86,7 +86,7 @@ class Tie:
 
 
 def ties(program: torch.export.ExportedProgram, axes: list[tuple[str, int, int, int]],
-         ) -> list[Tie]:
+         classes: bool = False) -> list[Tie]:
     """The ties among ``axes`` ((declared name, tensor input index, axis, declared
     minimum)): names whose input dims the program holds as one plain symbol."""
     from pt2onnx.capture._resize import user_shapes
@@ -97,8 +97,11 @@ def ties(program: torch.export.ExportedProgram, axes: list[tuple[str, int, int, 
         if i >= len(shapes) or axis >= len(shapes[i]):
             continue
         d = shapes[i][axis]
-        # A plain symbol, or one residue class's ``2*r - 1`` (``capture/_residue.py``).
-        if isinstance(d, torch.SymInt) and d.node.expr.free_symbols:
+        # A plain symbol, or (``classes``) one residue class's ``2*r - 1``, whose sides
+        # at 1 ``capture/_residue.py`` runs from the user's example.
+        expr = d.node.expr if isinstance(d, torch.SymInt) else None
+        if expr is not None and (isinstance(expr, sympy.Symbol) or (
+                classes and expr.free_symbols)):
             tie = groups.setdefault(d.node.expr, Tie(d.node.expr, {}))
             tie.names.setdefault(name, []).append((i, axis))
             if lower <= 1:
