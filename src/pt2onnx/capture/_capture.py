@@ -364,7 +364,7 @@ def _capture_declared(
         # which refuses where the example stays outside.
         liftable = _below_minimum.liftable(refined.notes, positions, sizes)
         _check_example_fits(refined, args, kwargs, positions,
-                            _tie_sides(ties, args, kwargs, module, dynamic_shapes)
+                            {p for t in ties for ps in t.names.values() for p in ps}
                             | {(i, axis) for n, i, axis, _ in positions if n in liftable
                                or (refined.split is not None and n == refined.split[0])})
         symbols = _symbol_names(positions, refined)
@@ -456,29 +456,6 @@ def _judged(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: An
         judged += deferred_asserts(refined, names, module)
     refined.notes += [n for n in judged if " bounded " in n]
     return [n for n in judged if " bounded " not in n]
-
-
-def _tie_sides(ties: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any], module: Any,
-               spec: Any) -> set[tuple[int, int]]:
-    """The (tensor input index, axis) pairs of tied dims that the example check skips: a
-    tie is captured from an example grown to equal sizes on purpose, and its sides are
-    run apart later. A tie to one residue class (``2*r - 1``, ``capture/_residue.py``)
-    skips only its sides at 1 in the example, beside a side in the class; with every
-    side at 1, none (fuzz seed 7411 program 671: B = C = 1 is in no class 2*r)."""
-    skip: set[tuple[int, int]] = set()
-    sizes = None
-    for tie in ties:
-        if isinstance(tie.symbol, sympy.Symbol):
-            skip |= {p for ps in tie.names.values() for p in ps}
-            continue
-        if sizes is None:
-            inputs = _dynamic.bound_inputs(module, args, kwargs)
-            leaves = [t for _, t in _dynamic.tensor_leaves(inputs)]
-            sizes = {(i, a): int(n) for i, t in enumerate(leaves) for a, n in enumerate(t.shape)}
-        sides = [p for ps in tie.names.values() for p in ps]
-        if any(sizes.get(p) != 1 for p in sides):  # a side at 1 beside one in the class
-            skip |= {p for p in sides if sizes.get(p) == 1}
-    return skip
 
 
 def _check_example_fits(refined: _dynamic.Refined, args: tuple[Any, ...],
