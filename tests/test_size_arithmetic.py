@@ -232,11 +232,8 @@ def test_math_floor_of_a_size_as_a_count() -> None:
     result), 2, 6, 7 and 31. From an example of 1 it is still a typed refusal
     (docs/dynamic.md, "Still refused")."""
     t = Dim("t", min=1, max=64)
-    if tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13):
-        # torch 2.12 defers the guard to a symbolic bool Python's if cannot take.
-        with pytest.raises(pt2onnx.CaptureError):
-            pt2onnx.export(_PairsByFloor(), (torch.randn(6, 3),), dynamic_shapes=({0: t},))
-        return
+    # (On torch 2.12, whose guards pt2onnx defers to graph asserts, the assert failed to
+    # trace and this was a typed refusal; the capture is now repeated without deferring.)
     prog = pt2onnx.export(_PairsByFloor(), (torch.randn(6, 3),), dynamic_shapes=({0: t},))
     for n in (1, 2, 6, 7, 31):
         x = torch.randn(n, 3)
@@ -799,6 +796,38 @@ def test_a_piece_of_a_split_whose_count_follows_the_size(case: str) -> None:
         if b < low:
             continue
         x = torch.randn(b, b % 7 + 1)
+        got, expected = prog.run(x)[0], model(x)
+        assert got.shape == tuple(expected.shape), (b, got.shape, expected.shape)
+        np.testing.assert_allclose(got, expected.numpy(), rtol=1e-6)
+
+
+_SPLITS_STRICT = {
+    # Every piece, reversed: torch's own split (a slice of the tuple), three pieces for
+    # every B the range allows, the last one B - 8 long.
+    "cat(x.split(4)[::-1])": (lambda x: torch.cat(x.split(4)[::-1]) * 2, 9, 12, 12),
+    # Fuzz seed 7411, program 3660, reduced: the size is max(-ceil(B / 4), 1) = 1, so
+    # B pieces; torch 2.12's strict capture (its guards deferred) kept 12 of them with
+    # no guard on the count, and the Split of 11 rows and "the rest" failed in
+    # onnxruntime below 12.
+    "split(x, max(-ceil(B / 4), 1))[0]": (
+        lambda x: torch.split(x, max(-math.ceil(len(x) / 4), 1), 0)[0] * 2, 4, 64, 12),
+}
+
+
+@pytest.mark.parametrize("case", list(_SPLITS_STRICT))
+def test_the_pieces_of_a_split_by_a_size_are_right_below_the_example(case: str) -> None:
+    """A split whose piece sizes follow the size, translated: each piece the graph reads
+    is x[i*s : (i+1)*s], clamped at the end, so it is right at every size where it
+    exists, below the example too."""
+    fn, low, high, example = _SPLITS_STRICT[case]
+    model = _OneOf(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(model, (torch.randn(example, 3),), dynamic_shapes=(
+            {0: Dim("B", min=low, max=high)},))
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
+    for b in sorted({low, low + 1, (low + high) // 2, high - 1, high}):
+        x = torch.randn(b, 3)
         got, expected = prog.run(x)[0], model(x)
         assert got.shape == tuple(expected.shape), (b, got.shape, expected.shape)
         np.testing.assert_allclose(got, expected.numpy(), rtol=1e-6)

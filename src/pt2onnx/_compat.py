@@ -111,9 +111,19 @@ def export(
     buffer = io.StringIO()
     try:
         with contextlib.redirect_stderr(buffer), whole_rnn_ops(), no_leaked_global_hooks():
+            try:
+                return torch.export.export(
+                    model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+                    strict=strict, **_EXPORT_OPTIONS,
+                )
+            except Exception as exc:
+                if not (_EXPORT_OPTIONS and _deferred_assert_failed(exc)):
+                    raise
+            # torch 2.12 could not write a deferred guard as a graph assert (it fails on
+            # ``round(B / 2)``: int_truediv of an FX proxy); the guard is left to torch's
+            # own check instead, as on 2.13, which pt2onnx's guard checks then judge.
             return torch.export.export(
                 model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict,
-                **_EXPORT_OPTIONS,
             )
     except BaseException as exc:
         partial = getattr(exc, "partial_fx_graph", None)
@@ -124,6 +134,14 @@ def export(
         rest = buffer.getvalue()
         if rest.strip():
             sys.stderr.write(rest)
+
+
+def _deferred_assert_failed(exc: BaseException) -> bool:
+    """Whether torch.export failed writing a deferred runtime assert into the graph."""
+    text = str(exc)
+    return (type(exc).__name__ == "TraceError"
+            and "symbolically traced variables cannot be used as inputs to control flow"
+            in text)
 
 
 def _rnn_shapes(input: torch.Tensor, hx: Any, params: Any, has_biases: bool,

@@ -185,7 +185,7 @@ def _split_sizes(g: RuleContext) -> list[int]:
 
 
 @translation([aten.split.Tensor, aten.split_with_sizes.default])
-def split(g: RuleContext, x: ir.Value, split_size: Any, dim: int = 0) -> tuple[ir.Value, ...]:
+def split(g: RuleContext, x: ir.Value, split_size: Any, dim: int = 0) -> tuple[ir.Value | None, ...]:
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     d = normalize_dim(dim, rank(x))
     n = len(g.meta)
@@ -197,11 +197,18 @@ def split(g: RuleContext, x: ir.Value, split_size: Any, dim: int = 0) -> tuple[i
     elif isinstance(split_size, (list, tuple)):
         sizes = g.int_list(split_size)
     else:
-        # Symbolic: n-1 chunks of split_size, and what is left of the dim.
-        whole = g.op.Shape(x, start=d, end=d + 1)
+        # Symbolic: piece i is x[i*s : (i+1)*s], clamped at the dim's end, as torch
+        # computes it at every size where the piece exists. The number of pieces is the
+        # example's; a Split into n - 1 pieces of s and the rest failed in onnxruntime
+        # below the example (a negative rest), where the pieces the graph reads exist
+        # (torch 2.12's deferred guards keep no guard on that number; fuzz seed 7411,
+        # program 3660). Whether the number itself matters (``x.split(s)[-1]``) is for
+        # the capture's guards and its second-size run, as before.
         step = g.int_list([split_size])
-        rest = g.op.Sub(whole, g.op.Mul(step, g.const([n - 1])))
-        sizes = g.op.Concat(g.op.Tile(step, g.const([n - 1])), rest, axis=0)
+        return tuple(
+            g.op.Slice(x, g.op.Mul(step, g.const([i])), g.op.Mul(step, g.const([i + 1])),
+                       axes(g, d)) if g.output_used(i) else None
+            for i in range(n))
     return g.op.Split(x, sizes, axis=d, _outputs=n)
 
 
