@@ -14,6 +14,7 @@ import torch
 from pt2onnx import _compat, _legacy, _stages
 from pt2onnx._program import OnnxProgram as OnnxProgram
 from pt2onnx.capture import (
+    WrongAtSecondSize,
     all_dynamic,
     argument_names,
     as_module,
@@ -28,6 +29,7 @@ from pt2onnx.capture import (
     settle,
     split_trailing_kwargs,
     split_up_to,
+    strict_only,
     without_far_split,
 )
 from pt2onnx.errors import (
@@ -198,6 +200,16 @@ def _export(
         # to it could not be joined: the export runs again keeping the cache's bound.
         with without_far_split():
             return _pipeline(call())
+    except WrongAtSecondSize as wrong:
+        if not wrong.non_strict:
+            raise
+        # A non-strict capture held int() of a size at the example's value; dynamo keeps
+        # it symbolic. The refusal stands if the strict capture fails too.
+        try:
+            with strict_only():
+                return _pipeline(call())
+        except Exception:
+            raise wrong from None
 
 
 class _FarSplitFailed(Exception):

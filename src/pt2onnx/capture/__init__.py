@@ -22,6 +22,7 @@ from pt2onnx.capture._capture import (
     capture,
     composite,
     preserved_state,
+    strict_only,
     user_dim_names,
 )
 from pt2onnx.capture._dynamic import (
@@ -40,12 +41,19 @@ from pt2onnx.capture._model_state import materialize_lazy
 from pt2onnx.capture._refine import without_far_split
 from pt2onnx.capture._residue import capture_by_residue, split_by_residue
 from pt2onnx.capture._resize import example_at, known_values, second_size
-from pt2onnx.capture._size_one import Unproved, ones_allowed, settle, trusted
+from pt2onnx.capture._size_one import (
+    Unproved,
+    WrongAtSecondSize,
+    ones_allowed,
+    settle,
+    trusted,
+)
 from pt2onnx.capture._up_to import split_up_to
 
 __all__ = [
     "CaptureResult",
     "Unproved",
+    "WrongAtSecondSize",
     "all_dynamic",
     "argument_names",
     "as_module",
@@ -70,6 +78,7 @@ __all__ = [
     "split_by_residue",
     "split_trailing_kwargs",
     "split_up_to",
+    "strict_only",
     "tensor_leaves",
     "trusted",
     "user_dim_names",

@@ -448,10 +448,10 @@ def _judged(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: An
     range (``_guards_hold._judge``): a bound goes into ``refined.notes``, holes into
     ``refined.holes``, and the other notes are returned for the report. Raises
     CaptureError where the capture holds at the example's size only."""
-    from pt2onnx.capture._guards_hold import accepted_guards, deferred_asserts
+    from pt2onnx.capture._guards_hold import accepted_guards, deferred_asserts, split_counts
 
     names = _symbol_names(_declared_positions(module, args, kwargs, spec), refined)
-    judged = accepted_guards(refined, names, module)
+    judged = accepted_guards(refined, names, module) + split_counts(refined, names, module)
     if _compat.DEFERRED_GUARDS:
         judged += deferred_asserts(refined, names, module)
     refined.notes += [n for n in judged if " bounded " in n]
