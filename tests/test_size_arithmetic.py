@@ -822,10 +822,16 @@ def test_the_pieces_of_a_split_by_a_size_are_right_below_the_example(case: str) 
     exists, below the example too."""
     fn, low, high, example = _SPLITS_STRICT[case]
     model = _OneOf(fn)
+    spec = ({0: Dim("B", min=low, max=high)},)
+    if "ceil" in case and _TORCH >= (2, 14):
+        # torch 2.14 and later fix B to the example here (the guard Eq(B, 12)) in both
+        # captures: a typed refusal, never a file.
+        with pytest.raises(pt2onnx.CaptureError):
+            pt2onnx.export(model, (torch.randn(example, 3),), dynamic_shapes=spec)
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        prog = pt2onnx.export(model, (torch.randn(example, 3),), dynamic_shapes=(
-            {0: Dim("B", min=low, max=high)},))
+        prog = pt2onnx.export(model, (torch.randn(example, 3),), dynamic_shapes=spec)
     assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
     for b in sorted({low, low + 1, (low + high) // 2, high - 1, high}):
         x = torch.randn(b, 3)
