@@ -837,3 +837,20 @@ def test_a_broadcast_side_at_1_is_run_at_the_users_example() -> None:
     outcome = check_namespace(load(source.read_text()), "pt2onnx")
     assert outcome.cls in ("ok", "export_error"), outcome
     assert outcome.cls == "ok" or outcome.typed, outcome
+
+
+def test_a_graph_at_1_with_unnamed_values_joins() -> None:
+    """Fuzz seed 7411, program 109: B and C tied by a broadcast, the file wrong at B=1
+    beside C=6, so the capture there is joined under an If. That capture held two
+    unnamed values, both renamed "at_one/", and onnxruntime refused the joined file
+    ("Duplicate definition of name"): a SizeOneError where the file is right. Each
+    unnamed value now gets a name of its own."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = Path(__file__).parent / "fuzz" / "found" / "unnamed_values_joined_at_1_109.py"
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls == "ok", outcome

@@ -107,8 +107,12 @@ def _join(general: ir.Model, other: ir.Model, prefix: str, where: list[tuple[int
             continue
         init.name = f"{prefix}/{name}"
         g.register_initializer(init)
+    unnamed = 0
     for node in g1.all_nodes():  # value names are unique across a model and its subgraphs
         for out in node.outputs:
+            if not out.name:  # an unnamed value (fuzz seed 7411 program 109: two "at_one/")
+                unnamed += 1
+                out.name = f"unnamed{unnamed}"
             out.name = f"{prefix}/{out.name}"
         if node.name:
             node.name = f"{prefix}/{node.name}"
