@@ -854,3 +854,26 @@ def test_a_graph_at_1_with_unnamed_values_joins() -> None:
     source = Path(__file__).parent / "fuzz" / "found" / "unnamed_values_joined_at_1_109.py"
     outcome = check_namespace(load(source.read_text()), "pt2onnx")
     assert outcome.cls == "ok", outcome
+
+
+def test_a_bound_from_above_keeps_the_proof_at_1() -> None:
+    """Fuzz seed 7411, program 1114: ``narrow(v, 3, 0, int(B * 0.5))`` from an example of
+    1. The capture (grown to 2) holds ``int(B * 0.5)`` at 1 under the guard
+    ``trunc(0.5 * B) == 1``, which bounds B to at most 3. The size-1 proof skipped every
+    narrowed dim, a bound from above too, so the file was wrong at 1, its own example.
+    It is proved at 1 now (a graph of its own there), as reported."""
+    import warnings
+
+    import pt2onnx
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = Path(__file__).parent / "fuzz" / "found" / "size_1_beside_a_bound_from_above_1114.py"
+    ns = load(source.read_text())
+    outcome = check_namespace(ns, "pt2onnx")
+    assert outcome.cls in ("ok", "export_error") and outcome.typed, outcome
+    prog = pt2onnx.export(ns["Program"](), ns["make_inputs"](1),
+                          dynamic_shapes=ns["dynamic_shapes"]())
+    for b in (1, 2, 3):
+        assert prog.verify(*ns["make_inputs"](b)).ok, b

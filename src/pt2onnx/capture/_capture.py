@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -368,7 +369,11 @@ def _capture_declared(
                             | {(i, axis) for n, i, axis, _ in positions if n in liftable
                                or (refined.split is not None and n == refined.split[0])})
         symbols = _symbol_names(positions, refined)
-        narrowed = {n.split(" ", 1)[0] for n in refined.notes if " bounded to " in n}
+        # A bound from below takes 1 out of the range; one from above ("bounded to at
+        # most 3") keeps it, and the file is proved at 1 as declared (fuzz seed 7411
+        # program 1114: int(B * 0.5) held at 1 from B = 2, wrong at the example's 1).
+        narrowed = {m.group(1) for n in refined.notes
+                    if (m := re.match(r"(\w+) bounded to \[(\d+),", n)) and int(m.group(2)) > 1}
         from_one = {name for name, _, _, low in positions if low <= 1 and name not in narrowed}
         checked, unproved = _size_one.check(
             module, refined.program, strict, symbols, ties,
