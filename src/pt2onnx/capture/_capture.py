@@ -377,7 +377,7 @@ def _capture_declared(
         from_one = {name for name, _, _, low in positions if low <= 1 and name not in narrowed}
         checked, unproved = _size_one.check(
             module, refined.program, strict, symbols, ties,
-            {s for s, name in symbols.items() if name in from_one}, (args, kwargs))
+            {s for s, name in symbols.items() if name in from_one})
         if _second_size.needed(refined.notes, refined.assumed) or _dynamic.has_derived(
                 dynamic_shapes):
             second_notes, second = _second_size.point(

@@ -148,34 +148,10 @@ def _tie_message(label: str, name: str, others: str) -> str:
         f"{name} static.")
 
 
-def _users_side(program: torch.export.ExportedProgram, positions: list[tuple[int, int]],
-                example: tuple[tuple[Any, ...], dict[str, Any]] | None,
-                ) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-    """The user's own example, where it has the dims at ``positions`` at 1 (and the
-    capture was made from an example grown past it)."""
-    from pt2onnx.capture._resize import _leaves
-
-    if example is None:
-        return None
-    found = _leaves(program, tuple(example[0]), dict(example[1]))
-    if found is None:
-        return None
-    leaves, _, tensors, _ = found
-    try:
-        at_one = all(leaves[tensors[i]].shape[axis] == 1 for i, axis in positions)
-    except (IndexError, AttributeError):
-        return None
-    return (tuple(example[0]), dict(example[1])) if at_one else None
-
-
 def _tie_points(module: torch.nn.Module, program: torch.export.ExportedProgram,
-                found: list[Tie], users: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
-                ) -> tuple[list[str], list[Unproved]]:
+                found: list[Tie]) -> tuple[list[str], list[Unproved]]:
     """Each side of each tie at 1, the other at the example's size, where the model runs
-    there: a point the written graph is run at (``settle``). Where the user's own example
-    (``users``) has that side at 1, it is a point too: the capture's example was grown
-    past it, and a file right only at the grown size failed at the user's (fuzz seed
-    7411, program 3660 on torch 2.12)."""
+    there: a point the written graph is run at (``settle``)."""
     known = root_symbols(program)
     notes: list[str] = []
     unproved: list[Unproved] = []
@@ -205,12 +181,6 @@ def _tie_points(module: torch.nn.Module, program: torch.export.ExportedProgram,
             unproved.append(Unproved(
                 label, args1, kwargs1, _tie_message(label, name, others), [tie.symbol],
                 [name], "", positions[:1]))
-            own = _users_side(program, positions, users)
-            if own is not None:
-                label = f"{name}=1 (the example)"
-                unproved.append(Unproved(
-                    label, *own, _tie_message(label, name, others), [tie.symbol], [name],
-                    "", positions[:1]))
     return notes, unproved
 
 
@@ -236,11 +206,8 @@ def trusted(why: str) -> Iterator[None]:
 
 def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
           strict: bool, names: dict[Any, str], found_ties: list[Tie] | None = None,
-          declared_ones: set[Any] | None = None,
-          example: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
-          ) -> tuple[list[str], list[Unproved]]:
-    """Compares ``program`` with a static capture at each size-1 point its ranges allow
-    (and each tie's side at 1, also at the user's ``example`` where it has that side at 1).
+          declared_ones: set[Any] | None = None) -> tuple[list[str], list[Unproved]]:
+    """Compares ``program`` with a static capture at each size-1 point its ranges allow.
 
     Returns notes on the points that could not be checked, and the points where the
     captures differ. Many differences change nothing (transformers builds its causal
@@ -259,7 +226,7 @@ def check(module: torch.nn.Module, program: torch.export.ExportedProgram,
     # compared there too (fuzz seed 7411 program 2362: ``min(n, 2) / max(n, 2, 1)`` held
     # as ``2 / n`` was wrong at 1, the example).
     ones = [s for s in known if ones_allowed(program, s) or s in (declared_ones or ())]
-    notes, unproved = _tie_points(module, program, found_ties or [], example)
+    notes, unproved = _tie_points(module, program, found_ties or [])
     # A tie the model runs apart is a dim per name: at the symbol's 1, all are 1.
     apart = {t.symbol: t for t in found_ties or [] if t.separate}
     names = {**names, **{s: ", ".join(t.names) for s, t in apart.items()}}
