@@ -455,6 +455,13 @@ def accepted_guards(refined: Refined, names: dict[Any, str], module: Any = None)
         if expr is None or str(expr) in seen:
             continue
         seen.add(str(expr))
+        # A guard on int() of a float of a size (``Eq(TruncToInt(0.5*ToFloat(B)), 1)``)
+        # is left to the runs at 1 and at a second size, as before such guards could be
+        # read: in a capture torch accepted, it came from the layout of a length-1 slice,
+        # and bounding B by it refused files that are right over the range (fuzz seed
+        # 7411 programs 3007, 3854).
+        if "ToFloat" in str(expr):
+            continue
         found.append(expr)
     return _judge(refined, names, module, found, skip_proved=True)
 
