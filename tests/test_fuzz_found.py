@@ -858,10 +858,10 @@ def test_a_graph_at_1_with_unnamed_values_joins() -> None:
 
 def test_a_bound_from_above_keeps_the_proof_at_1() -> None:
     """Fuzz seed 7411, program 1114: ``narrow(v, 3, 0, int(B * 0.5))`` from an example of
-    1. The capture (grown to 2) holds ``int(B * 0.5)`` at 1 under the guard
-    ``trunc(0.5 * B) == 1``, which bounds B to at most 3. The size-1 proof skipped every
-    narrowed dim, a bound from above too, so the file was wrong at 1, its own example.
-    It is proved at 1 now (a graph of its own there), as reported."""
+    1. The non-strict capture (grown to 2) holds ``int(B * 0.5)`` at 1 under the guard
+    ``trunc(0.5 * B) == 1``; once that guard could be read, it bounded B to at most 3,
+    and the size-1 proof skipped every narrowed dim, a bound from above too, so the file
+    was wrong at 1, its own example. Only a bound from below skips the proof now."""
     import warnings
 
     import pt2onnx
