@@ -94,3 +94,34 @@ def test_a_branch_on_a_data_dependent_size_takes_the_general_side():
     assert "trace" not in prog.report.capture_strategy
     for matches in (1, 7, 0, 20):
         assert prog.verify(_conf(matches), torch.randn(2, 10, 4)).ok, matches
+
+
+class _NarrowByCount(nn.Module):
+    # torch.export keeps aten.narrow where its length is a value it cannot name (u0);
+    # pt2onnx had no rule for it, and torch's decomposition traced on such a node fixed
+    # the input's dynamic size to the example's (fuzz seed 7411, program 1675).
+    def __init__(self, from_end: bool) -> None:
+        super().__init__()
+        self.from_end = from_end
+
+    def forward(self, x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        n = k.item()
+        torch._check(n >= 1)
+        torch._check(n <= x.shape[0])
+        start = -n if self.from_end else x.shape[0] - n  # a negative start counts from the end
+        return x.narrow(0, start, n) * 2
+
+
+@pytest.mark.parametrize("from_end", [False, True])
+def test_narrow_by_a_data_dependent_length(from_end: bool) -> None:
+    from torch.export import Dim
+
+    model = _NarrowByCount(from_end)
+    prog = pt2onnx.export(model, (torch.randn(6, 3), torch.tensor(2)),
+                          dynamic_shapes=({0: Dim("B", min=1, max=64)}, None))
+    ops = {str(n.target) for n in prog._program.graph.nodes}
+    assert "aten.narrow.default" in ops, ops  # the node the rule translates
+    assert not any("narrow" in op for op, _, _ in prog.report.decompositions)
+    for b, k in ((6, 2), (1, 1), (2, 2), (13, 5), (64, 64), (64, 1)):
+        x, count = torch.randn(b, 3), torch.tensor(k)
+        assert prog.verify(x, count).ok, (b, k)

@@ -159,3 +159,81 @@ def test_a_guard_left_after_torch_s_own_fixes_is_evaluated_too() -> None:
     assert any("B stays dynamic" in w for w in prog.report.warnings), prog.report.warnings
     for b, c in ((6, 6), (1, 1), (7, 7), (1, 5), (5, 1), (64, 64)):
         assert prog.verify(torch.randn(b, 3), torch.randn(c, 3)).ok, (b, c)
+
+
+class _EmptyBranch(torch.nn.Module):
+    # Fuzz seed 7411, program 203, reduced: torch.export cannot prove
+    # max(0, B - 2)**2 == 0 (cummax's branch on an empty tensor, from an example of 1),
+    # which fails at every B from 3. The graph is right there too, and both torch.onnx
+    # exporters wrote a file right at 1, 8 and 64; pt2onnx bounded B to at most 2.
+    def forward(self, x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        v = x[3:, 1:-1].flatten()
+        outer = v[:, None] * v[None, :]
+        cum = torch.cummax(outer, 1).values
+        cum.masked_fill_(m, 0)
+        return cum * 2
+
+
+class _GroupsOfThree(torch.nn.Module):
+    # Program 393, reduced: the rows in whole groups of three, captured from B = 1 (no
+    # group); torch.export cannot prove the guard on B // 3 that holds only up to 2.
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = x.narrow(2, 0, x.shape[-2] // 3 * 3)
+        return v.reshape(*v.shape[:2], v.shape[-2] // 3, 3, *v.shape[3:]) * 2
+
+
+class _Diagonal(torch.nn.Module):
+    # Program 2692, reduced: min(3, B - 1) == 3 fails at B = 2 and 3; at 2 the diagonal
+    # has one element and broadcasts, at 3 eager itself fails. pt2onnx bounded B to
+    # [4, 64]; TorchScript's file is right at 2.
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return y + torch.diagonal(x, -1, 1, 0)
+
+
+class _OtherPastTwo(torch.nn.Module):
+    # The same unproved guard deciding a Python branch: the graph is wrong from 3 on,
+    # so B is bounded to at most 2, as before.
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = max(0, x.shape[0] - 2)
+        return x * 2 if n * n == 0 else x * 3
+
+
+_GUARD_RUNS = {
+    "empty-tensor branch": (_EmptyBranch(), lambda b: (
+        torch.randint(-5, 5, (4, b), dtype=torch.int32), torch.tensor([True])), 1, 1),
+    "whole groups of three": (_GroupsOfThree(), lambda b: (torch.randn(1, 5, b, 5),), 2, 1),
+    "diagonal": (_Diagonal(), lambda b: (torch.randn(3, b), torch.randn(3)), 1, 6),
+}
+
+
+@pytest.mark.parametrize("case", list(_GUARD_RUNS))
+def test_a_guard_failing_over_a_run_of_sizes_is_run_at_its_edges(case: str) -> None:
+    """A guard torch.export cannot prove that fails over one run of sizes at an end of
+    the range bounded the range there. The file is run at the run's edges and middle
+    instead, and keeps the declared range where it matches eager there."""
+    model, make, axis, example = _GUARD_RUNS[case]
+    spec = tuple({axis: Dim("B", min=1, max=64)} if i == 0 else None
+                 for i in range(len(make(1))))
+    prog = pt2onnx.export(model, make(example), dynamic_shapes=spec)
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
+    assert any("keeps its declared range" in w for w in prog.report.warnings), (
+        prog.report.warnings)
+    checked = 0
+    for b in (1, 2, 3, 4, 5, 7, 33, 63, 64):
+        inputs = make(b)
+        try:
+            model(*[t.clone() for t in inputs])
+        except RuntimeError:
+            continue  # the model's own precondition (the diagonal at 3)
+        assert prog.verify(*inputs).ok, b
+        checked += 1
+    assert checked >= 7
+
+
+def test_a_file_wrong_where_the_guard_fails_is_bounded_as_before() -> None:
+    prog = pt2onnx.export(_OtherPastTwo(), (torch.randn(1, 3),),
+                          dynamic_shapes=({0: Dim("B", min=1, max=64)},))
+    assert any(r.startswith("B bounded to at most 2")
+               for r in prog.report.dynamic_refinements), prog.report.dynamic_refinements
+    for b in (1, 2):
+        assert prog.verify(torch.randn(b, 3)).ok, b

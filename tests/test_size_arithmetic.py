@@ -357,10 +357,12 @@ def test_int_of_a_negative_division_is_right_at_every_size(example: int) -> None
 
 
 def test_a_guard_torch_export_accepted_unproved_is_judged_over_the_range() -> None:
-    """The non-strict capture itself, judged: the guard fails at every size from 3 on,
-    so the range is reported bounded to at most 2 (the sizes the file is right at)."""
+    """The non-strict capture itself, judged: the guard fails at every size from 3 on.
+    First the file is to be run at that run's edges (3, 33, 64); the file is wrong there
+    (the test above), so the export is repeated with the range reported bounded to at
+    most 2 (the sizes the file is right at)."""
     from pt2onnx.capture._dynamic import Refined
-    from pt2onnx.capture._guards_hold import accepted_guards
+    from pt2onnx.capture._guards_hold import accepted_guards, guards_bound_the_range
     from pt2onnx.capture._resize import user_shapes
 
     ep = torch.export.export(_IntOfNegative(), (torch.randn(1, 2),),
@@ -368,7 +370,11 @@ def test_a_guard_torch_export_accepted_unproved_is_judged_over_the_range() -> No
     (symbol,) = [d.node.expr for d in user_shapes(ep)[0] if isinstance(d, torch.SymInt)]
     if str(ep.range_constraints[symbol].upper) != "64":
         pytest.skip(f"torch {torch.__version__} bounds t itself: nothing left to judge")
-    notes = accepted_guards(Refined(ep, None), {symbol: "t"})
+    refined = Refined(ep, None)
+    notes = accepted_guards(refined, {symbol: "t"})
+    assert refined.holes == {"t": [3, 33, 64]} and refined.edges == {"t"}, notes
+    with guards_bound_the_range():
+        notes = accepted_guards(Refined(ep, None), {symbol: "t"})
     assert any(n.startswith("t bounded to at most 2:") for n in notes), notes
 
 

@@ -15,6 +15,7 @@ from pt2onnx import _compat, _legacy, _stages
 from pt2onnx._program import OnnxProgram as OnnxProgram
 from pt2onnx.capture import (
     WrongAtSecondSize,
+    WrongWhereGuardFails,
     all_dynamic,
     argument_names,
     as_module,
@@ -22,6 +23,7 @@ from pt2onnx.capture import (
     check_args,
     declared_min,
     dynamic_axes_to_shapes,
+    guards_bound_the_range,
     lift,
     materialize_lazy,
     named_dims,
@@ -193,13 +195,26 @@ def _export(
             dynamic=dynamic, legacy=legacy or _legacy.Options(), quantized_io=quantized_io,
             precision=precision, precision_io=precision_io, functions=functions)
 
-    try:
-        return _pipeline(call())
-    except _FarSplitFailed:
-        # A cache left far above the example was captured above it, and the capture up
-        # to it could not be joined: the export runs again keeping the cache's bound.
-        with without_far_split():
+    def run() -> OnnxProgram:
+        try:
             return _pipeline(call())
+        except _FarSplitFailed:
+            # A cache left far above the example was captured above it, and the capture
+            # up to it could not be joined: the export runs again keeping the cache's bound.
+            with without_far_split():
+                return _pipeline(call())
+
+    def bounded_if_wrong() -> OnnxProgram:
+        try:
+            return run()
+        except WrongWhereGuardFails:
+            # The file was wrong at an edge of the sizes where a guard fails: the export
+            # runs again with the range bounded by the guard.
+            with guards_bound_the_range():
+                return run()
+
+    try:
+        return bounded_if_wrong()
     except WrongAtSecondSize as wrong:
         if not wrong.non_strict:
             raise
@@ -207,7 +222,7 @@ def _export(
         # it symbolic. The refusal stands if the strict capture fails too.
         try:
             with strict_only():
-                return _pipeline(call())
+                return bounded_if_wrong()
         except Exception:
             raise wrong from None
 

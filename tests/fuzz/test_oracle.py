@@ -305,3 +305,35 @@ def test_a_file_wrong_at_the_declared_maximum_is_a_mismatch(monkeypatch: Any) ->
         exporter, _WrongAtTheMaximum(), args, spec))
     out = oracle.check_source(_DYNAMIC)
     assert out.cls == "mismatch" and "B=64" in out.detail, out
+
+
+_UNUSED_INPUT = '''
+import torch
+
+B = (5, 7)
+HALF = False
+
+
+class Program(torch.nn.Module):
+    def forward(self, x, unused):
+        return x[: int(x.shape[0] * 0.5)] * 2
+
+
+def make_inputs(b=5):
+    return (torch.randn(b, 3), torch.randn(2))
+
+
+def dynamic_shapes():
+    return ({0: torch.export.Dim("B", min=2, max=64)}, None)
+'''
+
+
+def test_torchscript_is_a_peer_the_oracle_runs() -> None:
+    """The oracle runs torch.onnx's TorchScript exporter too (``dynamo=False``), feeding
+    only the inputs its trace kept: a file that holds the example's ``int(B * 0.5)`` is a
+    failure at the second size, not a pass (peers on pt2onnx's refusals, docs/dynamic.md)."""
+    out = oracle.check_source(_DYNAMIC, "torchscript")
+    assert out.cls == "ok", out
+    out = oracle.check_source(_UNUSED_INPUT, "torchscript")
+    assert out.cls in ("mismatch", "runtime"), out
+    assert oracle.check_source(_UNUSED_INPUT, "pt2onnx").cls == "ok"

@@ -37,6 +37,7 @@ from pt2onnx.capture._dynamic import (
     tensor_leaves,
     without_dims,
 )
+from pt2onnx.capture._guards_hold import guards_bound_the_range
 from pt2onnx.capture._model_state import materialize_lazy
 from pt2onnx.capture._refine import without_far_split
 from pt2onnx.capture._residue import capture_by_residue, split_by_residue
@@ -44,6 +45,7 @@ from pt2onnx.capture._resize import example_at, known_values, second_size
 from pt2onnx.capture._size_one import (
     Unproved,
     WrongAtSecondSize,
+    WrongWhereGuardFails,
     ones_allowed,
     settle,
     trusted,
@@ -54,6 +56,7 @@ __all__ = [
     "CaptureResult",
     "Unproved",
     "WrongAtSecondSize",
+    "WrongWhereGuardFails",
     "all_dynamic",
     "argument_names",
     "as_module",
@@ -66,6 +69,7 @@ __all__ = [
     "declared_min",
     "dynamic_axes_to_shapes",
     "example_at",
+    "guards_bound_the_range",
     "is_constraint_violation",
     "known_values",
     "lift",

@@ -389,6 +389,12 @@ def _capture_declared(
 
             unproved = unproved + hole_points(
                 refined, _symbol_names(positions, refined))
+        if refined.edges:
+            # The file is kept over a run of sizes where a guard fails only if it is right
+            # at every point away from 1 (the second size may lie in that run): where it
+            # is wrong, the export is repeated with the range bounded by the guard.
+            for point in unproved:
+                point.bound_if_wrong = point.bound_if_wrong or not point.at_one
         separate = [t for t in ties if t.separate]
         # A tie to one residue class (``B = 3*_B``) keeps its notes: the class is a
         # narrowing that ``_residue.split_by_residue`` joins with the other classes.

@@ -460,6 +460,10 @@ class Refined:
     # Dim name -> the sizes of its range where a guard assumed here fails (``s != 16``):
     # the file is run there against eager (capture/_guards_hold.py)
     holes: dict[str, list[int]] = field(default_factory=dict)
+    # The Dim names whose holes are the edges of a run of sizes where a guard fails
+    # (``_guards_hold.edges_of``): a file wrong there is exported again with the range
+    # bounded instead (``WrongWhereGuardFails``)
+    edges: set[str] = field(default_factory=set)
     # (dim, n): captured above a bound n the model's own state set (a growing cache,
     # capture/_refine.py's _past_a_cap); the sizes up to n have a capture of their own
     split: tuple[str, int] | None = None

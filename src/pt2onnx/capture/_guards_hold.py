@@ -18,6 +18,7 @@ implied.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import re
 import types
@@ -53,6 +54,45 @@ def bounds_from_above(allowed: bool) -> Iterator[None]:
 # At most this many sizes inside a range where a guard fails, each checked by running the
 # file there, before the guard counts as one that narrows or fixes the dim.
 HOLES = 2
+# A guard that fails over one run of sizes at an end of the range (``b <= 2``, from an
+# op's own branch on an empty tensor) bounded the range there, and a file right over the
+# whole range was cut short (fuzz seed 7411 programs 203, 393, 2692: both torch.onnx
+# exporters wrote files right there). The file is run at the run's edges and middle
+# instead, against eager; where it is wrong there, the export is repeated with the range
+# bounded (``guards_bound_the_range``). Runs that reach above EDGE_MAX are bounded.
+EDGE_MAX = 1024
+_EDGES: contextvars.ContextVar[bool] = contextvars.ContextVar("guard_edges", default=True)
+
+
+@contextlib.contextmanager
+def guards_bound_the_range() -> Iterator[None]:
+    """A guard that fails over a run of sizes bounds the range (the retry after
+    ``WrongWhereGuardFails``), instead of having the file run at the run's edges."""
+    token = _EDGES.set(False)
+    try:
+        yield
+    finally:
+        _EDGES.reset(token)
+
+
+def edges_of(bad: list[int], sizes: list[int], example: int | None) -> list[int] | None:
+    """The sizes to run the file at for a guard that fails at ``bad``: its first, middle
+    and last size, where ``bad`` is one run of consecutive sizes checked (``sizes``) that
+    ends at most at EDGE_MAX and leaves the example out; None where the range is bounded
+    as before."""
+    if not _EDGES.get() or not bad or bad[-1] > EDGE_MAX or (
+            example is not None and bad[0] <= example <= bad[-1]):
+        return None
+    if bad != [b for b in sizes if bad[0] <= b <= bad[-1]] or bad != list(
+            range(bad[0], bad[-1] + 1)):
+        return None
+    return sorted({bad[0], (bad[0] + bad[-1]) // 2, bad[-1]})
+
+
+def _edges_note(name: str, guard: str, bad: list[int], runs: list[int]) -> str:
+    return (f"dynamic dim {name}: the capture assumes {guard}, which fails at every size "
+            f"from {bad[0]} to {bad[-1]}; the file was run at {', '.join(map(str, runs))} "
+            f"against eager PyTorch and matches, so {name} keeps its declared range")
 # The range reads "3 <= b <= 64" or "b <= 64" (min 0), or is left out. ("3 <= b", with no
 # max, is left to the guards the capture logged.)
 _LINE = re.compile(r"Not all values of (\w+) = (.+?) in the specified range"
@@ -152,6 +192,7 @@ def guards_hold(message: str, sources: dict[str, set[str]],
                 holes: dict[str, list[int]] | None = None,
                 maxima: dict[str, int] | None = None,
                 examples: dict[str, int] | None = None,
+                edges: set[str] | None = None,
                 ) -> tuple[set[str], list[str]] | None:
     """The Dims whose violated guards all hold over their range, and a note per Dim;
     None when any guard fails somewhere or cannot be read. The guards are the lines of
@@ -204,6 +245,13 @@ def guards_hold(message: str, sources: dict[str, set[str]],
                          f"{' and '.join(guards)}; pt2onnx evaluated it over {name}'s range, "
                          f"where it holds at every size but {', '.join(map(str, bad))}; the "
                          f"file was run there against eager PyTorch, and {name} stays dynamic")
+            continue
+        runs = edges_of(bad, sizes, (examples or {}).get(name)) if (
+            holes is not None and edges is not None) else None
+        if runs is not None and holes is not None and edges is not None:
+            holes[name] = runs
+            edges.add(name)
+            notes.append(_edges_note(name, " and ".join(guards), bad, runs))
             continue
         if bad and maxima is not None and bad[0] > lo and bad == [
                 b for b in sizes if b >= bad[0]]:
@@ -294,8 +342,9 @@ def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs
     # suggested a bound or a relation of its own, which comes first; a fix to one size
     # comes last); a bound from above only where the
     # capture found no general graph without one (``bounds_from_above``).
+    edges: set[str] = set()
     verdict = guards_hold(text, sources, ranges, logged, minima, holes if partial else None,
-                          maxima if partial and _FROM_ABOVE[0] else None, examples)
+                          maxima if partial and _FROM_ABOVE[0] else None, examples, edges)
     if verdict is None:
         return None
     names, notes = verdict
@@ -313,7 +362,8 @@ def export_if_guards_hold(module: torch.nn.Module, args: tuple[Any, ...], kwargs
             return None
     bounded = [n for n in notes if " bounded to " in n]
     return _checked(Refined(program, spec, notes=bounded,
-                            assumed=[n for n in notes if n not in bounded], holes=holes),
+                            assumed=[n for n in notes if n not in bounded], holes=holes,
+                            edges=edges & set(holes)),
                     bound_inputs(module, args, kwargs), log)
 
 
@@ -322,7 +372,7 @@ def hole_points(refined: Refined, names: dict[Any, str]) -> list[Any]:
     is run there against eager, and refused where it differs (no graph of its own can be
     chosen there). Raises CaptureError where a hole's inputs cannot be built."""
     from pt2onnx.capture._resize import example_at, known_values
-    from pt2onnx.capture._size_one import Unproved
+    from pt2onnx.capture._size_one import Unproved, WrongWhereGuardFails
     from pt2onnx.errors import CaptureError
 
     known = known_values(refined.program)
@@ -332,6 +382,10 @@ def hole_points(refined: Refined, names: dict[Any, str]) -> list[Any]:
         for size in sizes:
             built = example_at(refined.program, {**known, **dict.fromkeys(symbols, size)}
                                ) if symbols else None
+            if built is None and name in refined.edges:
+                raise WrongWhereGuardFails(
+                    f"pt2onnx could not build inputs with {name}={size}, where a guard "
+                    "fails, to run the file there")
             if built is None:
                 raise CaptureError(
                     f"the dynamic shapes declare {name}, and the model holds a guard that "
@@ -346,7 +400,8 @@ def hole_points(refined: Refined, names: dict[Any, str]) -> list[Any]:
                 "wrong.\nNext step: declare a range for "
                 f"{name} that leaves {size} out, or make {name} static.")
             points.append(Unproved(f"{name}={size} (where a guard fails)", *built, message,
-                                   symbols, [name], "", None, at_one=False))
+                                   symbols, [name], "", None, at_one=False,
+                                   bound_if_wrong=name in refined.edges))
     return points
 
 
@@ -560,6 +615,11 @@ def _judge(refined: Refined, names: dict[Any, str], module: Any, found: list[Any
             notes.append(f"dynamic dim {name}: the capture assumes {expr}, which holds at "
                          f"every size of {name}'s range but {', '.join(map(str, bad))}; "
                          "the file was run there against eager PyTorch")
+        elif (runs := edges_of(bad, sizes, example)) is not None and (
+                bad[0] > lo or example is None or example > bad[-1]):
+            refined.holes[name] = sorted(set(refined.holes.get(name, [])) | set(runs))
+            refined.edges.add(name)
+            notes.append(_edges_note(name, str(expr), bad, runs))
         elif bad == [b for b in sizes if b >= bad[0]] and bad[0] > lo:
             notes.append(f"{name} bounded to at most {bad[0] - 1}: the capture assumes "
                          f"{expr}, which fails at every size checked from {bad[0]} on")

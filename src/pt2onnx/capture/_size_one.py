@@ -70,6 +70,16 @@ class Unproved:
     # False for a point at another size (capture/_second_size.py): no graph of its own
     # can be chosen there, so a wrong file is refused
     at_one: bool = True
+    # A point at an edge of a run of sizes where a guard fails (``_guards_hold.
+    # edges_of``): a file wrong there raises WrongWhereGuardFails, and the export is
+    # repeated with the range bounded by the guard
+    bound_if_wrong: bool = False
+
+
+class WrongWhereGuardFails(CaptureError):
+    """The file is wrong (or cannot be run) at an edge of a run of sizes where a guard
+    of the capture fails; the export is repeated with the range bounded by the guard
+    (``_guards_hold.guards_bound_the_range``), as before such runs were tried."""
 
 
 class WrongAtSecondSize(CaptureError):
@@ -365,6 +375,9 @@ def settle(prog: Any, captured: Any, at_one: Any) -> list[str]:
             notes.append(f"{point.label}: the capture differs there, and the written graph "
                          "was run there and matches eager PyTorch")
             continue
+        if point.bound_if_wrong:
+            raise WrongWhereGuardFails(point.message + "\nRun there against eager "
+                                       "PyTorch:\n" + wrong)
         if not point.at_one:
             raise WrongAtSecondSize(
                 point.message + "\nRun there against eager PyTorch:\n" + wrong,

@@ -172,6 +172,24 @@ def slice_(g: RuleContext, x: ir.Value, dim: int = 0, start: Any = None, end: An
     return g.op.Slice(x, g.int_list([start]), g.int_list([end]), axes(g, d), g.int_list([step]))
 
 
+@translation(aten.narrow.default)
+def narrow(g: RuleContext, x: ir.Value, dim: int, start: Any, length: Any) -> ir.Value:
+    """narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)"""
+    # torch.export keeps narrow where its length is a size it cannot name (an unbacked
+    # u0); torch's decomposition traced on such a node fixed the input's size to the
+    # example's (fuzz seed 7411, program 1675). A negative start counts from the end.
+    d = normalize_dim(dim, rank(x))
+    if isinstance(start, int) and start >= 0:
+        begin = g.const([start])
+    else:
+        first = g.int_list([start])
+        size = g.op.Shape(x, start=d, end=d + 1)
+        begin = g.op.Where(g.op.Less(first, g.const([0])), g.op.Add(first, size), first)
+    end = (g.const([start + length]) if isinstance(start, int) and start >= 0
+           and isinstance(length, int) else g.op.Add(begin, g.int_list([length])))
+    return g.op.Slice(x, begin, end, axes(g, d))
+
+
 @translation(aten.select.int)
 def select(g: RuleContext, x: ir.Value, dim: int, index: Any) -> ir.Value:
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""

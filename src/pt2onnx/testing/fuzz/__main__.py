@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--start", type=int, default=0, help="index of the first program")
     ap.add_argument("--json", action="store_true", help="last line: one JSON object")
     ap.add_argument("--exporter", default="pt2onnx",
-                    help="pt2onnx, torch.onnx, or both (comma separated)")
+                    help="pt2onnx, torch.onnx (its dynamo exporter), torchscript "
+                         "(torch.onnx's dynamo=False), comma separated")
     ap.add_argument("--save-corpus", metavar="DIR",
                     help="minimize each checker/runtime/mismatch failure, write it here")
     ap.add_argument("--show", action="store_true", help="print each program's source")

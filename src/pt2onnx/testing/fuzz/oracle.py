@@ -24,7 +24,7 @@ from pt2onnx.testing.fuzz.program import B_MAX, Program, load
 from pt2onnx.verify import compare, declared_shapes, flatten_tensors, to_numpy
 
 CLASSES = ("export_error", "checker", "runtime", "mismatch")
-EXPORTERS = ("pt2onnx", "torch.onnx")
+EXPORTERS = ("pt2onnx", "torch.onnx", "torchscript")
 # As pt2onnx.verify; float16 values get float16's resolution.
 TOLERANCE = {False: (1e-4, 1e-3), True: (1e-2, 1e-2)}
 _OP_NAME = re.compile(r"aten[.:]+\w+")
@@ -60,6 +60,8 @@ def export(exporter: str, module: torch.nn.Module, args: tuple[Any, ...],
         graph = prog._program.graph if prog._program is not None else None
         return (prog.model_proto, _aten_ops(graph),
                 list(rep.fixed_axes) + list(rep.dynamic_refinements))
+    if exporter == "torchscript":
+        return _torchscript(module, args, dynamic_shapes), set(), []
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
             warnings.catch_warnings():
@@ -69,6 +71,33 @@ def export(exporter: str, module: torch.nn.Module, args: tuple[Any, ...],
                                        report=False)
     ep = tprog.exported_program
     return tprog.model_proto, _aten_ops(ep.graph if ep is not None else None), []
+
+
+def _torchscript(module: torch.nn.Module, args: tuple[Any, ...], dynamic_shapes: Any) -> Any:
+    """torch.onnx's TorchScript exporter (``dynamo=False``): each declared dim becomes a
+    named dynamic axis of its input, and every output axis is declared dynamic, so the
+    file is judged on the values and shapes it computes (a trace declares the example's
+    output shapes)."""
+    import onnx
+
+    names = [f"input_{i}" for i in range(len(args))]
+    axes: dict[str, dict[int, str]] = {}
+    for name, spec in zip(names, dynamic_shapes or [None] * len(args)):
+        if spec:
+            axes[name] = {int(a): getattr(d, "__name__", str(d)) for a, d in spec.items()}
+    with torch.no_grad():
+        outs = flatten_tensors(module(*copy.deepcopy(args)))
+    out_names = [f"output_{i}" for i in range(len(outs))]
+    for name, out in zip(out_names, outs):
+        axes[name] = {a: f"{name}_{a}" for a in range(out.dim())}
+    buf = io.BytesIO()
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, buf, dynamo=False, input_names=names,  # type: ignore[arg-type]
+                          output_names=out_names, dynamic_axes=axes)
+    return onnx.load_from_string(buf.getvalue())
 
 
 def _aten_ops(graph: Any) -> set[str]:
@@ -436,6 +465,8 @@ def _check(ns: dict[str, Any], exporter: str) -> Outcome:
                 raise
         feeds = [to_numpy(t) for t in flatten_tensors(args)]
         names = [x.name for x in session.get_inputs()]
+        if exporter == "torchscript":  # a trace drops the inputs it does not read
+            feeds = [feeds[int(n.rsplit("_", 1)[1])] for n in names]
         if len(names) != len(feeds):
             return Outcome("runtime", f"the model takes {len(names)} inputs, not "
                            f"{len(feeds)}", ops=ops)
