@@ -204,6 +204,48 @@ def test_functionalization_that_fixes_a_dynamic_dim_is_an_error(tmp_path: Path,
     assert prog.verify(*_scatter_into_view_inputs(8)).ok
 
 
+class _ScatterThroughAReshape(torch.nn.Module):
+    """Fuzz seed 7411, program 144, reduced: ``reshape(12, -1)`` of a ``(B, 2, 6)``
+    tensor is a view, and an in-place ``scatter_add_`` writes through it. torch's
+    run_decompositions (functionalization) retraced the reshape's view algorithm, which
+    guards ``2*B == 12``, and fixed B to 6: a typed refusal. torch.onnx's dynamo exporter
+    defers that guard and writes a file right at every size."""
+
+    def __init__(self, mutated: bool) -> None:
+        super().__init__()
+        self.mutated = mutated
+
+    def forward(self, x: torch.Tensor, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+        v2 = torch.tile(x, (2,))
+        v3 = v2.reshape(12, -1)
+        before = v2 * 2
+        v3.transpose(0, 1).scatter_add_(0, index, src)
+        return v2 + 1 if self.mutated else before
+
+
+def _scatter_through_a_reshape_inputs(n: int) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(n)
+    return (torch.randn(n, 2, 3, generator=g), torch.randint(0, n, (4, 12), generator=g),
+            torch.randn(4, 12, generator=g))
+
+
+@pytest.mark.parametrize("mutated", [False, True])
+def test_a_dim_fixed_by_functionalization_is_kept_with_its_guards_deferred(
+        mutated: bool) -> None:
+    """The export is repeated with the retrace's guards deferred
+    (``_compat.deferring_decomposition_guards``); each guard met is judged over B's
+    range, and the file is right at every size, the written-through tensor included."""
+    import pt2onnx
+
+    model = _ScatterThroughAReshape(mutated)
+    prog = pt2onnx.export(model, _scatter_through_a_reshape_inputs(6),
+                          dynamic_shapes=({0: torch.export.Dim("B", min=1, max=64)}, None,
+                                          None))
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
+    for n in (1, 2, 5, 6, 7, 13, 64):
+        assert prog.verify(*_scatter_through_a_reshape_inputs(n)).ok, n
+
+
 class _NormOverNothing(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> object:
         return torch.nn.functional.layer_norm(x, (0,)), torch.ops.aten.native_layer_norm(

@@ -47,6 +47,7 @@ from pt2onnx.frontends import (
 )
 from pt2onnx.passes import module_functions
 from pt2onnx.save import check_path
+from pt2onnx.translate import FixedByDecomposition
 
 MIN_OPSET = 17
 MAX_OPSET = 26
@@ -204,14 +205,30 @@ def _export(
             with without_far_split():
                 return _pipeline(call())
 
-    def bounded_if_wrong() -> OnnxProgram:
+    def deferred_if_fixed() -> OnnxProgram:
         try:
             return run()
+        except FixedByDecomposition as fixed:
+            if _compat.DEFER_DECOMPOSITION_GUARDS.get():
+                raise
+            # torch's decomposition fixed a declared dim where it branches on it: the
+            # export runs again with those guards deferred and judged over the range.
+            try:
+                with _compat.deferring_decomposition_guards():
+                    return run()
+            except WrongWhereGuardFails:
+                raise  # wrong at an edge of a guard's run: repeated bounded, deferred again
+            except Exception:
+                raise fixed from None
+
+    def bounded_if_wrong() -> OnnxProgram:
+        try:
+            return deferred_if_fixed()
         except WrongWhereGuardFails:
             # The file was wrong at an edge of the sizes where a guard fails: the export
             # runs again with the range bounded by the guard.
             with guards_bound_the_range():
-                return run()
+                return deferred_if_fixed()
 
     try:
         return bounded_if_wrong()

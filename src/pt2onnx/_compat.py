@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator
 from typing import Any
 
@@ -253,12 +254,75 @@ def is_composite_implicit(op: torch._ops.OpOverload) -> bool:
 DECOMPOSE_SIZE_OBLIVIOUSLY = True
 
 
+# Set for an export repeated because run_decompositions fixed a declared dim (see
+# run_decompositions).
+DEFER_DECOMPOSITION_GUARDS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "defer_decomposition_guards", default=False)
+
+
+@contextlib.contextmanager
+def deferring_decomposition_guards() -> Iterator[None]:
+    token = DEFER_DECOMPOSITION_GUARDS.set(True)
+    try:
+        yield
+    finally:
+        DEFER_DECOMPOSITION_GUARDS.reset(token)
+
+
 def run_decompositions(
     ep: torch.export.ExportedProgram, table: dict[Any, Any]
-) -> torch.export.ExportedProgram:
+) -> tuple[torch.export.ExportedProgram, list[Any]]:
+    """The decomposed program, and the guards its retrace met on symbolic sizes (sympy
+    expressions) and deferred instead of adding them. Guards are deferred only within
+    ``deferring_decomposition_guards()``: the export repeated after the retrace fixed a
+    declared dim where a decomposition branches on it (the view algorithm of
+    ``reshape(12, -1)`` of a ``(B, 2, 6)`` tensor guards ``2*B == 12``; fuzz seed 7411,
+    program 144), though the graph it writes holds at every size. A deferred guard is
+    answered at the example, where the size-oblivious answer is the general one, so it
+    is not the first try. The caller judges each guard met over the dims' ranges
+    (``capture.judge_later_guards``), as it does the capture's."""
+    envs = _shape_envs(ep) if DEFER_DECOMPOSITION_GUARDS.get() else []
+    before = {id(a) for env in envs for found in env.deferred_runtime_asserts.values()
+              for a in found}
     with size_oblivious() if DECOMPOSE_SIZE_OBLIVIOUSLY else contextlib.nullcontext(), \
-            whole_rnn_ops():
-        return ep.run_decompositions(table)
+            whole_rnn_ops(), _deferring_guards(envs):
+        program = ep.run_decompositions(table)
+    met = [a.expr for env in envs for found in env.deferred_runtime_asserts.values()
+           for a in found if id(a) not in before]
+    return program, met
+
+
+def _shape_envs(ep: torch.export.ExportedProgram) -> list[Any]:
+    """The shape environments of ``ep``'s symbolic input sizes."""
+    envs: dict[int, Any] = {}
+    for node in ep.graph.nodes:
+        val = node.meta.get("val") if node.op == "placeholder" else None
+        if isinstance(val, torch.Tensor):
+            for d in val.shape:
+                if isinstance(d, torch.SymInt):
+                    envs.setdefault(id(d.node.shape_env), d.node.shape_env)
+    return list(envs.values())
+
+
+@contextlib.contextmanager
+def _deferring_guards(envs: list[Any]) -> Iterator[None]:
+    """Guards met in ``envs`` are deferred as run-time asserts (as torch.export's
+    ``prefer_deferred_runtime_asserts_over_guards``) for the duration."""
+    import dataclasses
+
+    saved = []
+    for env in envs:
+        settings: Any = getattr(env, "settings", None)
+        if dataclasses.is_dataclass(settings) and not isinstance(settings, type) and hasattr(
+                settings, "prefer_deferred_runtime_asserts_over_guards"):
+            saved.append((env, settings))
+            env.settings = dataclasses.replace(
+                settings, prefer_deferred_runtime_asserts_over_guards=True)
+    try:
+        yield
+    finally:
+        for env, settings in saved:
+            env.settings = settings
 
 
 def core_aten_ops() -> list[torch._ops.OpOverload]:

@@ -39,6 +39,7 @@ from pt2onnx.capture import (
     capture,
     capture_by_residue,
     composite,
+    judge_later_guards,
     settle,
     split_by_residue,
     user_dim_names,
@@ -304,12 +305,21 @@ class Stages:
         # can refuse what eager accepts (addcmul of ints with a float value).
         symbolic = symbolic_input_dims(captured.program)  # before: the retrace rewrites them
         try:
-            program = _compat.run_decompositions(captured.program, self.trace_decompositions())
+            program, met = _compat.run_decompositions(captured.program,
+                                                      self.trace_decompositions())
         except ExportError:
             raise
         except Exception as exc:
             raise functionalization_error(why, exc) from exc
         check_still_dynamic(symbolic, program, why)
+        if met and not captured.recorded:
+            call = self.call
+            notes = judge_later_guards(captured, call.model,
+                                       *example_of(captured, call.args, call.kwargs),
+                                       call.spec, met, f"run_decompositions ({why})")
+            for note in notes:
+                rep.warnings.append(note)
+                warnings.warn(note, stacklevel=4)
         return program
 
     def _translator(self, program: torch.export.ExportedProgram,
@@ -338,7 +348,7 @@ class Stages:
             # (a composite op such as cross_entropy_loss) may still decompose
             # through torch's dispatcher when the whole program is retraced.
             try:
-                program = _compat.run_decompositions(
+                program, met = _compat.run_decompositions(
                     captured.program, decomposition_table(self.keep))
             except Exception as retrace:  # the op stays unsupported
                 # torch's own decomposition refuses it (addcmul of ints with a float
@@ -349,6 +359,11 @@ class Stages:
                 raise first from None
             self.rep.decomposition = ("run_decompositions: an op had no rule and no "
                                       "decomposition at its node")
+            if met:
+                call = self.call
+                self.rep.warnings.extend(judge_later_guards(
+                    captured, call.model, *example_of(captured, call.args, call.kwargs),
+                    call.spec, met, "run_decompositions"))
             return (*self._translate_once(program), program)
 
     def translate(self, captured: CaptureResult, program: torch.export.ExportedProgram,

@@ -469,6 +469,31 @@ def _judged(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: An
     return [n for n in judged if " bounded " not in n]
 
 
+def judge_later_guards(captured: CaptureResult, module: Any, args: tuple[Any, ...],
+                       kwargs: dict[str, Any], spec: Any, guards: list[Any],
+                       why: str) -> list[str]:
+    """Guards met after the capture, by torch's decompositions (deferred there:
+    ``_compat.run_decompositions``), judged over the declared dims' ranges as the
+    capture's own are (``_guards_hold._judge``). Where one fails inside the range, the
+    file is run there against eager (points added to ``captured.size_one``). One that
+    would bound the range is refused: the capture was made, and a decomposition does not
+    narrow it. Returns the notes for the report."""
+    from pt2onnx.capture._guards_hold import _judge, hole_points
+
+    if not guards or not isinstance(module, torch.nn.Module):
+        return []
+    refined = _dynamic.Refined(captured.program, spec)
+    names = _symbol_names(_declared_positions(module, args, kwargs, spec), refined)
+    notes = _judge(refined, names, module, guards, skip_proved=True)
+    bounded = [n for n in notes if " bounded " in n]
+    if bounded:
+        raise CaptureError(
+            f"the dynamic shapes do not survive {why}: torch's decomposition holds only "
+            f"where {bounded[0]}.\nNext step: declare that range, or make the dim static.")
+    captured.size_one.extend(hole_points(refined, names))
+    return [f"after decomposition: {n}" for n in notes]
+
+
 def _check_example_fits(refined: _dynamic.Refined, args: tuple[Any, ...],
                         kwargs: dict[str, Any], positions: list[tuple[str, int, int, int]],
                         tied: set[tuple[int, int]]) -> None:

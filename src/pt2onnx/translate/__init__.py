@@ -24,6 +24,7 @@ from pt2onnx.translate._builder import (
 )
 from pt2onnx.translate._decomp import KEEP as KEEP_WHOLE
 from pt2onnx.translate._decomp import (
+    FixedByDecomposition,
     check_still_dynamic,
     decomposition_table,
     functionalization_error,
@@ -39,7 +40,7 @@ from pt2onnx.translate._translate import Translator
 
 __all__ = [
     "CACHE_NAME", "EXTRA_DECOMPOSITIONS", "FOLD_LIMIT", "KEEP_UNFOLDED", "KEEP_WHOLE",
-    "REGISTRY", "Registry", "RuleContext", "Translator", "check_still_dynamic",
+    "REGISTRY", "FixedByDecomposition", "Registry", "RuleContext", "Translator", "check_still_dynamic",
     "decomposition_table", "dtype_of", "exportable", "functionalization_error", "is_cache",
     "is_complex", "is_transparent", "onnx_dtype", "op_name", "reason_to_decompose",
     "symbolic_input_dims", "torch_dtype", "translation", "types_opset", "value_dtype",

@@ -338,6 +338,12 @@ def symbolic_input_dims(ep: torch.export.ExportedProgram) -> list[tuple[str, int
     return [(name, axis) for name, axis, d in dims if not is_concrete_int(d)]
 
 
+class FixedByDecomposition(CaptureError):
+    """run_decompositions fixed a declared dynamic dim (``check_still_dynamic``): the
+    export is repeated with the retrace's guards deferred and judged
+    (``_compat.deferring_decomposition_guards``)."""
+
+
 def check_still_dynamic(symbolic: list[tuple[str, int]], after: torch.export.ExportedProgram,
                          why: str) -> None:
     """run_decompositions retraces the program; a guard met there can make a declared
@@ -350,7 +356,7 @@ def check_still_dynamic(symbolic: list[tuple[str, int]], after: torch.export.Exp
     lost = [f"{name} axis {axis} fixed to {now[name][axis]}" for name, axis in symbolic
             if name in now and is_concrete_int(now[name][axis])]
     if lost:
-        raise CaptureError(
+        raise FixedByDecomposition(
             "the dynamic shapes do not survive functionalization: torch's run_decompositions "
             f"(needed because {why}) fixed {'; '.join(lost)}. Next step: write that in-place "
             "op out of place (or on a contiguous tensor), or export with those dims static.")
