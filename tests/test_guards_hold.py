@@ -231,8 +231,16 @@ def test_a_guard_failing_over_a_run_of_sizes_is_run_at_its_edges(case: str) -> N
 
 
 def test_a_file_wrong_where_the_guard_fails_is_bounded_as_before() -> None:
-    prog = pt2onnx.export(_OtherPastTwo(), (torch.randn(1, 3),),
-                          dynamic_shapes=({0: Dim("B", min=1, max=64)},))
+    from pt2onnx import _compat
+
+    spec = ({0: Dim("B", min=1, max=64)},)
+    if _compat.DEFERRED_GUARDS:
+        # torch 2.12 defers the guard to a run-time assert: the second-size run finds
+        # the file wrong there, a typed refusal, as before this change.
+        with pytest.raises(pt2onnx.CaptureError, match="fixed by the model"):
+            pt2onnx.export(_OtherPastTwo(), (torch.randn(1, 3),), dynamic_shapes=spec)
+        return
+    prog = pt2onnx.export(_OtherPastTwo(), (torch.randn(1, 3),), dynamic_shapes=spec)
     assert any(r.startswith("B bounded to at most 2")
                for r in prog.report.dynamic_refinements), prog.report.dynamic_refinements
     for b in (1, 2):
