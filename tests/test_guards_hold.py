@@ -3,6 +3,7 @@ dynamic (src/pt2onnx/_guards_hold.py); guards that fail somewhere still refuse."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -215,9 +216,24 @@ def test_a_guard_failing_over_a_run_of_sizes_is_run_at_its_edges(case: str) -> N
     spec = tuple({axis: Dim("B", min=1, max=64)} if i == 0 else None
                  for i in range(len(make(1))))
     prog = pt2onnx.export(model, make(example), dynamic_shapes=spec)
-    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
-    assert any("keeps its declared range" in w for w in prog.report.warnings), (
-        prog.report.warnings)
+
+    def runs(b: int) -> bool:
+        try:
+            model(*make(b))
+        except RuntimeError:
+            return False
+        return True
+
+    # No size eager runs at is cut off (torch 2.14 captures the diagonal by residue
+    # class from 2, where eager fails at 1 anyway).
+    for note in prog.report.dynamic_refinements:
+        low = re.match(r"B bounded to \[(\d+), 64\]", note)
+        assert low is not None, prog.report.dynamic_refinements
+        assert not any(runs(b) for b in range(1, int(low.group(1)))), note
+    # (torch 2.14 and later capture the diagonal one residue class of B at a time, each
+    # class general: no guard run is needed there)
+    assert any("keeps its declared range" in w or "one capture per class" in w
+               for w in prog.report.warnings), prog.report.warnings
     checked = 0
     for b in (1, 2, 3, 4, 5, 7, 33, 63, 64):
         inputs = make(b)
