@@ -23,6 +23,7 @@ from pt2onnx.capture import (
     check_args,
     declared_min,
     dynamic_axes_to_shapes,
+    edges_tracked,
     guards_bound_the_range,
     lift,
     materialize_lazy,
@@ -36,6 +37,7 @@ from pt2onnx.capture import (
 )
 from pt2onnx.errors import (
     CaptureError,
+    ExportError,
     InvalidInputError,
     OpsetError,
 )
@@ -197,12 +199,16 @@ def _export(
             precision=precision, precision_io=precision_io, functions=functions)
 
     def run() -> OnnxProgram:
+        # Each attempt starts from the model's state as the call found it: the runs
+        # against eager of a failed attempt refill a cache keyed by shape at other sizes
+        # (fuzz seed 7411, program 1136: the retry captured another graph and refused).
         try:
-            return _pipeline(call())
+            with preserved_state(model):
+                return _pipeline(call())
         except _FarSplitFailed:
             # A cache left far above the example was captured above it, and the capture
             # up to it could not be joined: the export runs again keeping the cache's bound.
-            with without_far_split():
+            with without_far_split(), preserved_state(model):
                 return _pipeline(call())
 
     def deferred_if_fixed() -> OnnxProgram:
@@ -222,13 +228,18 @@ def _export(
                 raise fixed from None
 
     def bounded_if_wrong() -> OnnxProgram:
-        try:
-            return deferred_if_fixed()
-        except WrongWhereGuardFails:
-            # The file was wrong at an edge of the sizes where a guard fails: the export
-            # runs again with the range bounded by the guard.
-            with guards_bound_the_range():
+        with edges_tracked() as used:
+            try:
                 return deferred_if_fixed()
+            except ExportError:
+                # WrongWhereGuardFails: the file was wrong at an edge of the sizes where a
+                # guard fails. Any refusal of an export that kept a range by such runs
+                # (a SizeOneError of that capture, fuzz seed 7411 programs 1136, 1260):
+                # the export runs again with the range bounded by the guard, as before.
+                if not used:
+                    raise
+        with guards_bound_the_range():
+            return deferred_if_fixed()
 
     try:
         return bounded_if_wrong()

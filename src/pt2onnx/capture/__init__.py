@@ -38,7 +38,7 @@ from pt2onnx.capture._dynamic import (
     tensor_leaves,
     without_dims,
 )
-from pt2onnx.capture._guards_hold import guards_bound_the_range
+from pt2onnx.capture._guards_hold import edges_tracked, guards_bound_the_range
 from pt2onnx.capture._model_state import materialize_lazy
 from pt2onnx.capture._refine import without_far_split
 from pt2onnx.capture._residue import capture_by_residue, split_by_residue
@@ -69,6 +69,7 @@ __all__ = [
     "composite",
     "declared_min",
     "dynamic_axes_to_shapes",
+    "edges_tracked",
     "example_at",
     "guards_bound_the_range",
     "is_constraint_violation",

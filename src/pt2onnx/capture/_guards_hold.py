@@ -62,6 +62,22 @@ HOLES = 2
 # bounded (``guards_bound_the_range``). Runs that reach above EDGE_MAX are bounded.
 EDGE_MAX = 1024
 _EDGES: contextvars.ContextVar[bool] = contextvars.ContextVar("guard_edges", default=True)
+# Within ``edges_tracked()``: set once a capture kept a range by running edges.
+_EDGES_USED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "guard_edges_used", default=None)
+
+
+@contextlib.contextmanager
+def edges_tracked() -> Iterator[list[bool]]:
+    """A list that is non-empty once an export within kept a range by edge runs
+    (``edges_of``): where such an export fails in any way, ``_api`` repeats it with the
+    range bounded (``guards_bound_the_range``), as every export ran before edge runs."""
+    used: list[bool] = []
+    token = _EDGES_USED.set(used)
+    try:
+        yield used
+    finally:
+        _EDGES_USED.reset(token)
 
 
 @contextlib.contextmanager
@@ -86,6 +102,9 @@ def edges_of(bad: list[int], sizes: list[int], example: int | None) -> list[int]
     if bad != [b for b in sizes if bad[0] <= b <= bad[-1]] or bad != list(
             range(bad[0], bad[-1] + 1)):
         return None
+    used = _EDGES_USED.get()
+    if used is not None:
+        used.append(True)
     return sorted({bad[0], (bad[0] + bad[-1]) // 2, bad[-1]})
 
 
@@ -615,8 +634,11 @@ def _judge(refined: Refined, names: dict[Any, str], module: Any, found: list[Any
             notes.append(f"dynamic dim {name}: the capture assumes {expr}, which holds at "
                          f"every size of {name}'s range but {', '.join(map(str, bad))}; "
                          "the file was run there against eager PyTorch")
-        elif (runs := edges_of(bad, sizes, example)) is not None and (
-                bad[0] > lo or example is None or example > bad[-1]):
+        elif ((bad == [b for b in sizes if b >= bad[0]] and bad[0] > lo) or (
+                example is not None and example > bad[-1])) and (
+                runs := edges_of(bad, sizes, example)) is not None:
+            # Only where the range would be bounded (the two branches below); a guard
+            # that fails where eager fails too, or elsewhere, keeps its own handling.
             refined.holes[name] = sorted(set(refined.holes.get(name, [])) | set(runs))
             refined.edges.add(name)
             notes.append(_edges_note(name, str(expr), bad, runs))
