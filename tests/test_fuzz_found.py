@@ -919,3 +919,21 @@ def test_a_bound_from_above_keeps_the_proof_at_1() -> None:
                           dynamic_shapes=ns["dynamic_shapes"]())
     for b in (1, 2, 3):
         assert prog.verify(*ns["make_inputs"](b)).ok, b
+
+
+def test_a_repeated_export_starts_from_the_model_s_own_state() -> None:
+    """Fuzz seed 7411, program 1136: a cache keyed by the input shape, beside a guard
+    that fails over a run of sizes. The first export kept B's range by running the file
+    at that run's edges and was refused at 1; the repeat with the range bounded started
+    from the cache the first attempt's runs against eager had refilled at another size,
+    captured another graph, and was refused too. Each attempt now starts from the
+    model's state as the call found it; the file matches eager at every size run."""
+    import warnings
+
+    from pt2onnx.testing.fuzz.oracle import check_namespace
+    from pt2onnx.testing.fuzz.program import load
+
+    warnings.filterwarnings("ignore")
+    source = Path(__file__).parent / "fuzz" / "found" / "cache_refilled_between_attempts_1136.py"
+    outcome = check_namespace(load(source.read_text()), "pt2onnx")
+    assert outcome.cls == "ok", outcome
