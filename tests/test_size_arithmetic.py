@@ -361,8 +361,9 @@ def test_a_guard_torch_export_accepted_unproved_is_judged_over_the_range() -> No
     First the file is to be run at that run's edges (3, 33, 64); the file is wrong there
     (the test above), so the export is repeated with the range reported bounded to at
     most 2 (the sizes the file is right at)."""
+    from pt2onnx.capture import guards_bound_the_range
     from pt2onnx.capture._dynamic import Refined
-    from pt2onnx.capture._guards_hold import accepted_guards, guards_bound_the_range
+    from pt2onnx.capture._guards_hold import accepted_guards
     from pt2onnx.capture._resize import user_shapes
 
     ep = torch.export.export(_IntOfNegative(), (torch.randn(1, 2),),
