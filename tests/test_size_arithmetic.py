@@ -759,6 +759,40 @@ def test_a_broadcast_beside_a_residue_class_keeps_both_names() -> None:
             np.testing.assert_allclose(g, e.numpy(), rtol=1e-6)
 
 
+class _SplitClassBesideABroadcast(torch.nn.Module):
+    def forward(self, x: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.split(max(len(x) - len(x) % 4, 1), 0)[-1] * 2, x * c
+
+
+def test_a_broadcast_from_1_beside_a_split_class_is_captured_from_equal_sizes() -> None:
+    """``split(n - n % 4)[-1]`` (the whole input at multiples of 4, else the last ``n %
+    4`` rows) beside ``x * c`` with c's C at 1 in the example: torch.export fixed B to
+    the example's 5 and C to 1, each on its own, and no residue class was tried (fuzz
+    seed 7411, program 4840). The example with C at B's size is captured now: torch
+    ties C to B's class there, one capture per class is joined under an If, and C = 1
+    is run apart. The file keeps B and C and is right at every pair eager takes, 1 and
+    the bounds included."""
+    model = _SplitClassBesideABroadcast()
+
+    def inputs(b: int, c: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.randn(b, 2), torch.randn(c, 1)
+
+    b, c = Dim("B", min=4, max=64), Dim("C", min=1, max=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(model, inputs(5, 1), dynamic_shapes=({0: b}, {0: c}))
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
+    dims = [[d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+            for i in prog.model_proto.graph.input]
+    assert dims == [["B", 2], ["C", 1]], dims
+    for size in ((5, 1), (5, 5), (4, 1), (4, 4), (8, 1), (8, 8), (7, 1), (13, 13), (64, 1),
+                 (64, 64)):
+        args = inputs(*size)
+        for g, e in zip(prog.run(*args), model(*args)):
+            assert g.shape == tuple(e.shape), size
+            np.testing.assert_allclose(g, e.numpy(), rtol=1e-6)
+
+
 _SPLITS_BY_SIZE = {
     "split(x, 2)[0]": lambda x: torch.split(x, 2, 0)[0] * 2,
     "x.split(3)[-1]": lambda x: x.split(3)[-1] + 1,

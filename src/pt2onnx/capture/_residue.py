@@ -22,8 +22,9 @@ captures from the example's class mod 2, 3 or 4 first, and its notes carry the t
 from __future__ import annotations
 
 import functools
+import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -358,7 +359,9 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     for a in declared:
         if a.name is not None:
             by_name.setdefault(a.name, []).append(a)
-    for group in _refused_groups(text, by_name):
+    widened: list[Any] = []  # a capture of the example widened, where that is one
+    for group in itertools.chain(_refused_groups(text, by_name), _groups_of_a_broadcast(
+            module, args, kwargs, inputs, declared, by_name, attempt, spec, widened)):
         axes = [a for n in group for a in by_name[n]]
         sizes = {a.size for a in axes}
         size = axes[0].size
@@ -432,7 +435,47 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
             cap.refinements[:0] = ours
             cap.warnings[:0] = [f"dynamic shapes refined: {n}" for n in ours]
             return cap
-    return None
+    return widened[0] if widened else None
+
+
+def _groups_of_a_broadcast(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                           inputs: dict[str, Any], declared: list[Any],
+                           by_name: dict[str, list[Any]], attempt: Callable[[Any, Any], Any],
+                           spec: Any, captured: list[Any]) -> Iterator[list[str]]:
+    """The groups a refusal of the example widened names, after the ones the example's
+    own refusal names: where declared dims are 1 in the example and the others share one
+    size, the example with every dim at that size is captured. Where that capture is
+    made, it goes into ``captured`` (the user's example is run apart: ``_size_one``'s
+    tie points, and verify); where it is refused, its refusal's groups that hold a
+    size-1 dim are yielded.
+
+    A dim at 1 that broadcasts against a dim held to one residue class (``x1 ^ x24``
+    with ``x24``'s C at 1, beside ``split(n - n % 4)``) makes torch.export fix both dims
+    to the example's sizes, separately; from the widened example it ties C to B's class
+    (``C = 4*_B + 1``), the group a class capture needs, and the size-1 side is run
+    apart from the user's example (fuzz seed 7411, program 4840). Nothing where eager
+    fails on the widened example. Lazy: tried only after the named groups."""
+    from pt2onnx.capture._refine import _eager_runs
+    from pt2onnx.capture._resize import _grown
+
+    ones = [n for n, axes in by_name.items() if all(a.size == 1 for a in axes)]
+    others = {a.size for n, axes in by_name.items() if n not in ones for a in axes}
+    if not ones or len(others) != 1 or 1 in others:
+        return
+    widened = _grown(args, kwargs, inputs, declared, None, dict.fromkeys(ones, others.pop()))
+    if widened is None or not _eager_runs(module, *widened):
+        return
+    try:
+        cap = attempt(spec, widened)
+    except Exception as exc:
+        text = str(exc)
+    else:
+        cap.example = cap.example if cap.example is not None else widened
+        cap.dynamic_shapes = spec
+        captured.append(cap)
+        return
+    yield from (g for g in _refused_groups(text, by_name)
+                if len(g) > 1 and any(n in ones for n in g))
 
 
 def _ties_apart(module: Any, cap: Any, spec: Any, inputs: tuple[Any, Any]) -> None:
