@@ -359,9 +359,9 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     for a in declared:
         if a.name is not None:
             by_name.setdefault(a.name, []).append(a)
-    widened: list[Any] = []  # a capture of the example widened, where that is one
+    at_one_size: list[Any] = []  # a capture of the example widened, where that is one
     for group in itertools.chain(_refused_groups(text, by_name), _groups_of_a_broadcast(
-            module, args, kwargs, inputs, declared, by_name, attempt, spec, widened)):
+            module, args, kwargs, inputs, declared, by_name, attempt, spec, at_one_size)):
         axes = [a for n in group for a in by_name[n]]
         sizes = {a.size for a in axes}
         size = axes[0].size
@@ -435,7 +435,7 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
             cap.refinements[:0] = ours
             cap.warnings[:0] = [f"dynamic shapes refined: {n}" for n in ours]
             return cap
-    return widened[0] if widened else None
+    return at_one_size[0] if at_one_size else None
 
 
 def _groups_of_a_broadcast(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
