@@ -198,7 +198,7 @@ def _export(
             dynamic=dynamic, legacy=legacy or _legacy.Options(), quantized_io=quantized_io,
             precision=precision, precision_io=precision_io, functions=functions)
 
-    def run() -> OnnxProgram:
+    def run() -> _Done:
         # Each attempt starts from the model's state as the call found it: the runs
         # against eager of a failed attempt refill a cache keyed by shape at other sizes
         # (fuzz seed 7411, program 1136: the retry captured another graph and refused).
@@ -211,7 +211,7 @@ def _export(
             with without_far_split(), preserved_state(model):
                 return _pipeline(call())
 
-    def deferred_if_fixed() -> OnnxProgram:
+    def deferred_if_fixed() -> _Done:
         try:
             return run()
         except FixedByDecomposition as fixed:
@@ -227,7 +227,7 @@ def _export(
             except Exception:
                 raise fixed from None
 
-    def bounded_if_wrong() -> OnnxProgram:
+    def bounded_if_wrong() -> _Done:
         with edges_tracked() as used:
             try:
                 return deferred_if_fixed()
@@ -241,26 +241,69 @@ def _export(
         with guards_bound_the_range():
             return deferred_if_fixed()
 
-    try:
-        return bounded_if_wrong()
-    except WrongAtSecondSize as wrong:
-        if not wrong.non_strict:
-            raise
-        # A non-strict capture held int() of a size at the example's value; dynamo keeps
-        # it symbolic. The refusal stands if the strict capture fails too.
+    def strict_if_wrong() -> _Done:
         try:
-            with strict_only():
-                return bounded_if_wrong()
-        except Exception:
-            raise wrong from None
+            return bounded_if_wrong()
+        except WrongAtSecondSize as wrong:
+            if not wrong.non_strict:
+                raise
+            # A non-strict capture held int() of a size at the example's value; dynamo
+            # keeps it symbolic. The refusal stands if the strict capture fails too.
+            try:
+                with strict_only():
+                    return bounded_if_wrong()
+            except Exception:
+                raise wrong from None
+
+    prog, finish = _read_split_from_end_if_better(strict_if_wrong)
+    finish()
+    return prog
+
+
+def _narrowed(prog: OnnxProgram) -> bool:
+    return bool(prog.report.fixed_axes or prog.report.dynamic_refinements)
+
+
+def _read_split_from_end_if_better(export: Callable[[], _Done]) -> _Done:
+    """The export, and where its graph reads the last piece of a split whose number of
+    pieces follows a dynamic size (see ``_compat.split_reads``) and it was refused or
+    bounded a dim, the export again with that piece read from the end, taken where it
+    is not refused and bounds no dim. Each export's guards and runs against eager judge
+    its own reading; only the one taken is saved."""
+    refusal: ExportError | None = None
+    first: _Done | None = None
+    with _compat.split_reads() as reads:
+        try:
+            first = export()
+        except ExportError as refused:
+            if not reads:
+                raise
+            refusal = refused
+    if first is not None and (not reads or not _narrowed(first[0])):
+        return first
+    try:
+        with _compat.split_reads(from_end=True):
+            second = export()
+    except ExportError:
+        if first is not None:
+            return first
+        assert refusal is not None
+        raise refusal from None
+    if first is not None and _narrowed(second[0]):
+        return first
+    return second
 
 
 class _FarSplitFailed(Exception):
     """The capture above a cache far above the example needs one up to it, which failed."""
 
 
-def _pipeline(call: _stages.Call) -> OnnxProgram:
-    """One export of a normalized call, stage by stage."""
+_Done = tuple[OnnxProgram, Callable[[], None]]
+
+
+def _pipeline(call: _stages.Call) -> _Done:
+    """One export of a normalized call, stage by stage, and the step that saves the
+    file and the report (taken once the export is chosen)."""
     stages = _stages.Stages(call)
     rep = stages.rep
 
@@ -308,11 +351,14 @@ def _pipeline(call: _stages.Call) -> OnnxProgram:
             stages.verify(prog)
     if call.quantized_io == "triple":
         stages.quantized_triples(prog)
-    if call.f is not None:
-        with rep.stage("save"):
-            stages.save(prog)
-    stages.write_report()
-    return prog
+
+    def finish() -> None:
+        if call.f is not None:
+            with rep.stage("save"):
+                stages.save(prog)
+        stages.write_report()
+
+    return prog, finish
 
 
 def _normalize(

@@ -260,6 +260,32 @@ DEFER_DECOMPOSITION_GUARDS: contextvars.ContextVar[bool] = contextvars.ContextVa
     "defer_decomposition_guards", default=False)
 
 
+# A split whose piece size follows a dynamic size has as many pieces as that size asks
+# for, but the captured program holds the example's number and reads piece i by its
+# position: ``x.split(s)[-1]`` and ``x.split(s)[k - 1]`` are the same node. The rule
+# translates piece i as the i-th and records each split whose last piece the graph
+# reads; where that reading is refused or bounds a dim, the export runs again with that
+# piece as the last one at every size (``_api._export``). The guards and runs against
+# eager judge each reading alike.
+SPLIT_LAST_FROM_END: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "split_last_from_end", default=False)
+SPLIT_LAST_READ: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "split_last_read", default=None)
+
+
+@contextlib.contextmanager
+def split_reads(from_end: bool = False) -> Iterator[list[bool]]:
+    """Record in the list yielded each split whose last piece the graph reads, with
+    that piece read from the start (the default) or from the end."""
+    seen: list[bool] = []
+    tokens = (SPLIT_LAST_FROM_END.set(from_end), SPLIT_LAST_READ.set(seen))
+    try:
+        yield seen
+    finally:
+        SPLIT_LAST_READ.reset(tokens[1])
+        SPLIT_LAST_FROM_END.reset(tokens[0])
+
+
 @contextlib.contextmanager
 def deferring_decomposition_guards() -> Iterator[None]:
     token = DEFER_DECOMPOSITION_GUARDS.set(True)

@@ -9,6 +9,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
+from pt2onnx import _compat
 from pt2onnx.rule_api import RuleContext, translation
 from pt2onnx.rules._common import (
     INT64_MAX,
@@ -207,9 +208,24 @@ def split(g: RuleContext, x: ir.Value, split_size: Any, dim: int = 0) -> tuple[i
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     d = normalize_dim(dim, rank(x))
     n = len(g.meta)
-    if n == 1:
-        return (x,)
     static = [v.shape[d] for v in g.meta]
+    symbolic = not isinstance(split_size, (list, tuple)) and not all(
+        type(s) is int for s in static)
+    if symbolic and g.output_used(n - 1):
+        reads = _compat.SPLIT_LAST_READ.get()
+        if reads is not None:
+            reads.append(True)
+        if _compat.SPLIT_LAST_FROM_END.get():
+            # The last piece at every size: x[s*(k-1):], k = max(ceil(D / s), 1).
+            step = g.int_list([split_size])
+            size = g.op.Shape(x, start=d, end=d + 1)
+            count = g.op.Max(g.op.Div(g.op.Sub(g.op.Add(size, step), g.const([1])), step),
+                             g.const([1]))
+            last = g.op.Slice(x, g.op.Mul(step, g.op.Sub(count, g.const([1]))),
+                              g.const([INT64_MAX]), axes(g, d))
+            return (*_pieces(g, x, split_size, d, n - 1), last)
+    if n == 1 and not symbolic:
+        return (x,)
     if all(type(s) is int for s in static):
         sizes = g.const(static)
     elif isinstance(split_size, (list, tuple)):
@@ -221,13 +237,21 @@ def split(g: RuleContext, x: ir.Value, split_size: Any, dim: int = 0) -> tuple[i
         # below the example (a negative rest), where the pieces the graph reads exist
         # (torch 2.12's deferred guards keep no guard on that number; fuzz seed 7411,
         # program 3660). Whether the number itself matters (``x.split(s)[-1]``) is for
-        # the capture's guards and its second-size run, as before.
-        step = g.int_list([split_size])
-        return tuple(
-            g.op.Slice(x, g.op.Mul(step, g.const([i])), g.op.Mul(step, g.const([i + 1])),
-                       axes(g, d)) if g.output_used(i) else None
-            for i in range(n))
+        # the capture's guards and its second-size run, as before; the last piece read
+        # from the end is the export's second reading (``_compat.split_reads``).
+        return _pieces(g, x, split_size, d, n)
     return g.op.Split(x, sizes, axis=d, _outputs=n)
+
+
+def _pieces(g: RuleContext, x: ir.Value, split_size: Any, d: int,
+            n: int) -> tuple[ir.Value | None, ...]:
+    """The first n pieces of x split by a symbolic size along d, each the one at its
+    position (None where the graph does not read it)."""
+    step = g.int_list([split_size])
+    return tuple(
+        g.op.Slice(x, g.op.Mul(step, g.const([i])), g.op.Mul(step, g.const([i + 1])),
+                   axes(g, d)) if g.output_used(i) else None
+        for i in range(n))
 
 
 @translation(aten.unbind.int)
