@@ -506,7 +506,8 @@ class Stages:
         notes = split_by_residue(
             prog, self.rep, call.model, *example_of(captured, call.args, call.kwargs),
             call.spec, self.dim_names or [], self.capture_on,
-            lambda other, cap: settle(other, cap, self.at_one), self.at_one)
+            lambda other, cap: settle(other, cap, self.at_one), self.at_one,
+            (call.args, call.kwargs) if captured.example is not None else None)
         if captured.below_example is not None:
             # Captured above the example's own size 1: where the join did not bring it
             # back (the narrowing to the class stands), the file would exclude its

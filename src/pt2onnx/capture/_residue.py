@@ -100,13 +100,18 @@ def split_by_residue(
     spec: Any, dim_names: list[dict[int, str]],
     capture_on: Callable[[Any, tuple[tuple[Any, ...], dict[str, Any]], Any], tuple[Any, Any]],
     settle: Callable[[Any, Any], list[str]], at_size: Callable[[Any], Any],
+    example: tuple[tuple[Any, ...], dict[str, Any]] | None = None,
 ) -> list[str]:
     """Where the report holds declared dims to one residue class mod k, ``prog.model``
     becomes ``If(B % k == r, capture from a size of class r, ...)`` over every other
     class, and the narrowing is dropped from the report. ``capture_on(prog, inputs,
     spec)`` captures and translates the model on other inputs with another spec;
     ``at_size(point)`` captures it with the tied dims static at the point's size. Returns notes; none where no
-    such narrowing is reported or a class has no general capture (it then stands)."""
+    such narrowing is reported or a class has no general capture (it then stands).
+    ``example``: the user's example, where the capture was made from another one (it
+    widened, ``_groups_of_a_broadcast``): its dims at 1 are run apart from the classes
+    (``_ties_apart``), so where the joined file matches eager there, no class's missing
+    size bounds them."""
     import onnx_ir as ir
 
     from pt2onnx.capture._dynamic import bound_inputs, declared_axes
@@ -122,6 +127,13 @@ def split_by_residue(
     found = _class_of(notes, set(sizes))
     if found is None:
         return []
+    example_ones: set[str] = set()
+    if example is not None:
+        in_example: dict[str, set[int]] = {}
+        for a in declared_axes(bound_inputs(module, *example), spec):
+            if a.name is not None:
+                in_example.setdefault(a.name, set()).add(a.size)
+        example_ones = {n for n, s in in_example.items() if s == {1}}
     tied, k, root, residue = found
     # A dim at 1 beside the class's dim (a broadcast, ``_ties_apart``): the classes are
     # captured with it at the class dim's size, and the joined file run with it at 1.
@@ -249,7 +261,10 @@ def split_by_residue(
         # No capture proves those sizes and none could be run: the range starts above.
         shown = "inf" if high == float("inf") else str(int(high))
         floor = max(unchecked) + 1
-        for name in (n for n in tied if n not in ones):
+        if example_ones and example is not None and _run(
+                prog, Unproved("the example", example[0], example[1], "")) is not None:
+            example_ones = set()  # the joined file is not right at the user's example
+        for name in (n for n in tied if n not in ones and n not in example_ones):
             note = (f"{name} bounded to [{floor}, {shown}]: no capture of its residue class "
                     f"holds at {', '.join(map(str, sorted(unchecked)))}, and eager fails on "
                     "the example resized there, so the file was not run there")
@@ -474,8 +489,16 @@ def _groups_of_a_broadcast(module: Any, args: tuple[Any, ...], kwargs: dict[str,
         cap.dynamic_shapes = spec
         captured.append(cap)
         return
-    yield from (g for g in _refused_groups(text, by_name)
-                if len(g) > 1 and any(n in ones for n in g))
+    groups = _refused_groups(text, by_name)
+    tied = [g for g in groups if len(g) > 1 and any(n in ones for n in g)]
+    if tied:
+        yield from tied
+    elif any(n in ones for g in groups for n in g) and len(by_name) > 1:
+        # torch.export fixed the dims to the widened size each on its own, or only the
+        # size-1 ones, naming no tie (``split(x, max(-ceil(B / 4), 1))[0]`` beside ``x -
+        # y``, y's C at 1: B and C both "fixed to 6"): every declared dim, all at one size
+        # there, is tried as one group.
+        yield list(by_name)
 
 
 def _ties_apart(module: Any, cap: Any, spec: Any, inputs: tuple[Any, Any]) -> None:
