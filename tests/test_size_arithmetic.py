@@ -829,14 +829,21 @@ def test_dims_fixed_apart_from_the_widened_example_are_one_class_group(case: str
     40, C at 1 or at B; where eager fails at small B, only B's range is bounded."""
     fn, example = _FIXED_APART_BESIDE_A_BROADCAST[case]
     model = _BesideABroadcast(fn)
+    args = (torch.randn(example, 3), torch.randn(1, 1))
+    spec = ({0: Dim("B", min=1, max=64)}, {0: Dim("C", min=1, max=64)})
+    if "ceil" in case and _TORCH >= (2, 14):
+        # As the split alone (test_the_pieces_of_a_split_by_a_size_are_right_below_the_
+        # example): torch 2.14 and later fix B to the example in every capture. A typed
+        # refusal, never a file.
+        with pytest.raises(pt2onnx.CaptureError):
+            pt2onnx.export(model, args, dynamic_shapes=spec)
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        prog = pt2onnx.export(model, (torch.randn(example, 3), torch.randn(1, 1)),
-                              dynamic_shapes=({0: Dim("B", min=1, max=64)},
-                                              {0: Dim("C", min=1, max=64)}))
-    if "x[2]" in case:
-        assert [r.split(":")[0] for r in prog.report.dynamic_refinements] == [
-            "B bounded to [2, 64]"], prog.report.dynamic_refinements
+        prog = pt2onnx.export(model, args, dynamic_shapes=spec)
+    if "x[2]" in case:  # eager runs from B = 3: [2, 64] (torch 2.13+) or [3, 64] (2.12)
+        assert [r.split(":")[0] for r in prog.report.dynamic_refinements] in (
+            ["B bounded to [2, 64]"], ["B bounded to [3, 64]"]), prog.report.dynamic_refinements
     else:
         assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
     ran = 0
@@ -1005,17 +1012,16 @@ def test_int_of_a_size_held_by_the_non_strict_capture_is_captured_strict(case: s
     fn, shape, axis, low = _INT_OF_A_SIZE[case]
     model = _OneOf(fn)
     spec = ({axis: Dim("B", min=low, max=64)},)
-    if _compat.DEFERRED_GUARDS:
-        # torch 2.12 (guards deferred) keeps no guard on the number of pieces in the
-        # strict capture either; pt2onnx judges that number itself (a piece read from the
-        # end changes with B's parity), runs the file at the odd sizes, and refuses.
-        with pytest.raises(pt2onnx.CaptureError, match="fixed by the model"):
-            pt2onnx.export(model, (torch.randn(*shape),), dynamic_shapes=spec)
-        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         prog = pt2onnx.export(model, (torch.randn(*shape),), dynamic_shapes=spec)
-    assert prog.report.capture_strategy == "torch.export(strict=True)"
+    if not _compat.DEFERRED_GUARDS:
+        assert prog.report.capture_strategy == "torch.export(strict=True)"
+    # torch 2.12 (guards deferred) keeps no guard on the number of pieces in the strict
+    # capture either; pt2onnx judges that number itself and runs the file where it
+    # changes. The piece read at its position was refused there; read from the end
+    # (_compat.split_reads), it is right at every size.
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
     for b in sorted({low, 2, 3, 5, 7, 11, 64} - set(range(low))):
         size = list(shape)
         size[axis] = b
