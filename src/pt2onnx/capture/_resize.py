@@ -192,9 +192,13 @@ def second_size(
     return {s: (known[s], v) for s, v in new.items()}, resized[0], resized[1]
 
 
+_SEED = 20261130  # the scaled copies of ``_reshaped``: the same at every run
+
+
 def _reshaped(t: torch.Tensor, shape: list[int]) -> torch.Tensor:
-    """``t`` at ``shape``: its values repeated along the axes that grow, cropped where
-    they shrink; an empty axis that grows is filled like the rest of the tensor."""
+    """``t`` at ``shape``: its values repeated along the axes that grow (floating-point
+    copies scaled apart), cropped where they shrink; an empty axis that grows is filled
+    like the rest of the tensor."""
     if list(t.shape) == shape:
         return t.clone()
     if t.numel() == 0:
@@ -205,6 +209,20 @@ def _reshaped(t: torch.Tensor, shape: list[int]) -> torch.Tensor:
     out = t.repeat(*reps)
     for axis, n in enumerate(shape):
         out = out.narrow(axis, 0, n)
+    if (t.dtype.is_floating_point or t.dtype.is_complex) and any(
+            n > o for n, o in zip(shape, t.shape)):
+        # The copies differ from the example: repeated values made a graph that reads
+        # the wrong position look right where it was run against eager (the last piece
+        # of a split of a size-1 example's flatten read as piece 2, from 3 on). Each
+        # new value is the repeated one scaled by a factor in [0.5, 1): its sign, its
+        # zeros and its bound by the example's largest magnitude stay.
+        kept = torch.zeros(shape, dtype=torch.bool)
+        kept[tuple(slice(0, min(n, o)) for n, o in zip(shape, t.shape))] = True
+        g = torch.Generator().manual_seed(_SEED)
+        factor = (0.5 + 0.5 * torch.rand(shape, generator=g, dtype=torch.float64))
+        scaled = (out.to(torch.complex128 if t.dtype.is_complex else torch.float64)
+                  * factor).to(t.dtype)
+        out = torch.where(kept, out, scaled)
     # A tensor of its own, not a view of the repeat: torch.export captures a view input
     # with other guards than a plain tensor (fuzz seed 2612, program 587: a chunk guard
     # it then could not drop fixed the dim).
