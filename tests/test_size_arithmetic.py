@@ -981,8 +981,16 @@ def test_the_last_piece_of_a_split_by_a_size_is_read_as_written(case: str) -> No
     model = _OneOf(fn)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        prog = pt2onnx.export(model, (torch.randn(example, 3),),
-                              dynamic_shapes=({0: Dim("B", min=1, max=64)},))
+        try:
+            prog = pt2onnx.export(model, (torch.randn(example, 3),),
+                                  dynamic_shapes=({0: Dim("B", min=1, max=64)},))
+        except pt2onnx.CaptureError:
+            # torch 2.14 and later fix B to 1 in every capture of the flatten's split
+            # (the guard Eq(3*B, 3)): a typed refusal, never a file. The file is
+            # checked on torch 2.12 and 2.13.
+            if "flatten" in case and _TORCH >= (2, 14):
+                return
+            raise
     if "[-1]" in case:
         assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
     ran = []
