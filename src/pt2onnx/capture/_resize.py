@@ -209,7 +209,7 @@ def _reshaped(t: torch.Tensor, shape: list[int]) -> torch.Tensor:
     out = t.repeat(*reps)
     for axis, n in enumerate(shape):
         out = out.narrow(axis, 0, n)
-    if (t.dtype.is_floating_point or t.dtype.is_complex) and any(
+    if (t.dtype.is_floating_point or t.dtype.is_complex) and not t.is_meta and any(
             n > o for n, o in zip(shape, t.shape)):
         # The copies differ from the example: repeated values made a graph that reads
         # the wrong position look right where it was run against eager (the last piece
@@ -220,6 +220,8 @@ def _reshaped(t: torch.Tensor, shape: list[int]) -> torch.Tensor:
         kept[tuple(slice(0, min(n, o)) for n, o in zip(shape, t.shape))] = True
         g = torch.Generator().manual_seed(_SEED)
         factor = (0.5 + 0.5 * torch.rand(shape, generator=g, dtype=torch.float64))
+        # Made on the CPU from one seed, moved to the example's device (CUDA too).
+        kept, factor = kept.to(out.device), factor.to(out.device)
         scaled = (out.to(torch.complex128 if t.dtype.is_complex else torch.float64)
                   * factor).to(t.dtype)
         out = torch.where(kept, out, scaled)
