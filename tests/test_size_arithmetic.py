@@ -1043,3 +1043,46 @@ def test_int_of_a_size_held_by_the_non_strict_capture_is_captured_strict(case: s
         got, expected = prog.run(x)[0], model(x)
         assert got.shape == tuple(expected.shape), (b, got.shape, expected.shape)
         np.testing.assert_allclose(got, expected.numpy(), rtol=1e-6)
+
+
+class _ParityAndThirds(torch.nn.Module):
+    """A slice step that follows B mod 3 beside a split that follows B mod 2, and a
+    broadcast of B against C (1 in the example): fuzz seed 7411, program 3396."""
+
+    def forward(self, x: torch.Tensor, idx: torch.Tensor, c: torch.Tensor) -> Any:
+        outer = x.unsqueeze(-1) * x.unsqueeze(-2)
+        n = idx.size(0)
+        return (outer[..., ::len(idx) % 3 + 1], idx.split([n - n % 2, n % 2], -1)[1],
+                c * idx)
+
+
+def _parity_inputs(b: int, c: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return torch.randn(b), torch.randint(0, 4, (b,)), torch.arange(c) - 2
+
+
+@pytest.mark.parametrize("example", [5, 6])
+def test_a_dim_read_mod_2_and_mod_3_is_captured_by_its_class_mod_6(example: int) -> None:
+    """The capture from the example's class mod 2 is general to torch.export, but the
+    step ``B % 3 + 1`` is held at the example's value in it: from 6 the file was refused
+    as wrong at 14, and from 5 it was narrowed to odd B (the even class's capture is
+    wrong at its own second size, so the two did not join). The export now runs again
+    with the modulus 2 skipped, and the capture mod 6 holds both readings; six classes
+    are joined. Run at every B from 1 to 40, C at 1 and at B."""
+    model = _ParityAndThirds()
+    b_dim = Dim("B", min=1, max=64)
+    spec = ({0: b_dim}, {0: b_dim}, {0: Dim("C", min=1, max=64)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = pt2onnx.export(model, _parity_inputs(example, 1), dynamic_shapes=spec)
+    assert prog.report.dynamic_refinements == [], prog.report.dynamic_refinements
+    ran = []
+    for b in range(1, 41):
+        for c in sorted({1, b}):
+            inputs = _parity_inputs(b, c)
+            expected = model(*inputs)
+            got = prog.run(*inputs)
+            for g, e in zip(got, expected):
+                assert g.shape == tuple(e.shape), (b, c, g.shape, e.shape)
+                np.testing.assert_allclose(g, e.numpy(), rtol=1e-6)
+            ran.append((b, c))
+    assert (example, 1) in ran and (1, 1) in ran and (40, 40) in ran, ran

@@ -29,6 +29,7 @@ from pt2onnx.capture import (
     materialize_lazy,
     named_dims,
     preserved_state,
+    residue_moduli,
     settle,
     split_trailing_kwargs,
     split_up_to,
@@ -255,9 +256,38 @@ def _export(
             except Exception:
                 raise wrong from None
 
-    prog, finish = _read_split_from_end_if_better(strict_if_wrong)
+    prog, finish = _read_split_from_end_if_better(
+        lambda: _another_class_if_refused(strict_if_wrong))
     finish()
     return prog
+
+
+def _another_class_if_refused(export: Callable[[], _Done]) -> _Done:
+    """The export, and where it captured from one residue class of a dim (``capture/
+    _residue.py``) and was refused or left a dim narrowed, the export again with that
+    class's modulus skipped. A capture mod 2 that torch.export proves is wrong at the
+    class's second size, or cannot be joined with the other class, where the model also
+    reads the size mod 3 (a slice step ``n % 3 + 1``); the capture mod 6 holds both. An
+    export again is taken only where it narrows nothing; otherwise the first stands."""
+    skipped: frozenset[int] = frozenset()
+    refusal: ExportError | None = None
+    narrowed: _Done | None = None
+    while True:
+        with residue_moduli(skipped) as chosen:
+            try:
+                done: _Done | None = export()
+            except ExportError as refused:
+                refusal, done = refusal or refused, None
+        if done is not None and (not chosen or not _narrowed(done[0])):
+            return done
+        narrowed = narrowed or done
+        if not chosen or set(chosen) <= skipped:
+            break
+        skipped |= set(chosen)
+    if narrowed is not None:
+        return narrowed
+    assert refusal is not None
+    raise refusal from None
 
 
 def _narrowed(prog: OnnxProgram) -> bool:

@@ -41,7 +41,7 @@ from pt2onnx.capture._dynamic import (
 from pt2onnx.capture._guards_hold import edges_tracked, guards_bound_the_range
 from pt2onnx.capture._model_state import materialize_lazy
 from pt2onnx.capture._refine import without_far_split
-from pt2onnx.capture._residue import capture_by_residue, split_by_residue
+from pt2onnx.capture._residue import capture_by_residue, residue_moduli, split_by_residue
 from pt2onnx.capture._resize import example_at, known_values, second_size
 from pt2onnx.capture._size_one import (
     Unproved,
@@ -80,6 +80,7 @@ __all__ = [
     "named_dims",
     "ones_allowed",
     "preserved_state",
+    "residue_moduli",
     "second_size",
     "settle",
     "split_by_residue",

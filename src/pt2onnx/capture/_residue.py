@@ -16,11 +16,17 @@ anything more than its class, the narrowing stands, as reported.
 
 Where torch.export refuses the dim with no suggested fix (the split alone from an
 even example guards ``ceil(n / max(1, n - n % 2)) == 1``), ``capture_by_residue``
-captures from the example's class mod 2, 3 or 4 first, and its notes carry the tie.
+captures from the example's class mod 2, 3, 4 or 6 first, and its notes carry the tie.
+Where that class's capture is general to torch.export but wrong at another size of its
+class (a slice step ``n % 3 + 1`` beside a split by ``n % 2``, held from a class mod 2),
+``_api`` exports again with that modulus skipped (``residue_moduli``): the class mod 6
+holds both.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import itertools
 import re
@@ -38,6 +44,27 @@ from pt2onnx.capture._refine import (
     without_residue_retry,
 )
 from pt2onnx.errors import CaptureError
+
+# The moduli a class capture is tried by, in order; 6 holds a dim read both mod 2 and
+# mod 3.
+_MODULI = (2, 3, 4, 6)
+_SKIPPED: contextvars.ContextVar[frozenset[int]] = contextvars.ContextVar(
+    "residue_moduli_skipped", default=frozenset())
+_CHOSEN: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "residue_moduli_chosen", default=None)
+
+
+@contextlib.contextmanager
+def residue_moduli(skipped: frozenset[int] = frozenset()) -> Iterator[list[int]]:
+    """Class captures (``capture_by_residue``) skip the moduli in ``skipped``; the list
+    yielded records the modulus of each one made."""
+    chosen: list[int] = []
+    tokens = (_SKIPPED.set(skipped), _CHOSEN.set(chosen))
+    try:
+        yield chosen
+    finally:
+        _CHOSEN.reset(tokens[1])
+        _SKIPPED.reset(tokens[0])
 
 
 def _root_range(notes: list[str], root: str) -> tuple[int, float] | None:
@@ -354,7 +381,8 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     """Where torch.export refuses a declared dim that eager runs at other sizes and
     suggests no fix (``x.split(max(n - n % 2, 1))[-1]``: at even sizes the guard is
     ``Eq(ceil(n / max(1, n - n % 2)), 1)``, which its solver cannot turn into a tie), the
-    capture from the example's residue class mod 2, 3 or 4, the dim declared as
+    capture from the example's residue class mod 2, 3, 4 or 6 (less those skipped by
+    ``residue_moduli``), the dim declared as
     ``k*root + r - k``: its notes hold the dim to that class as torch.export's own tie
     does, so ``split_by_residue`` captures the other classes. None where no class
     capture is general (the refusal stands)."""
@@ -398,7 +426,9 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
         low = max((v for v in lows if isinstance(v, int)), default=0)
         high = min((v for v in highs if isinstance(v, int)), default=None)
         name = group[0]
-        for k in (2, 3, 4):
+        for k in _MODULI:
+            if k in _SKIPPED.get():
+                continue
             r = size % k
             offset = r - k
             lowest = max(2, -(-(low - offset) // k))
@@ -449,6 +479,9 @@ def capture_by_residue(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any
                 f"{n} tied to other dims: {n} = {k}*{root} - {k - r}" for n in group]
             cap.refinements[:0] = ours
             cap.warnings[:0] = [f"dynamic shapes refined: {n}" for n in ours]
+            chosen = _CHOSEN.get()
+            if chosen is not None:
+                chosen.append(k)
             return cap
     return at_one_size[0] if at_one_size else None
 
