@@ -108,6 +108,21 @@ def _below(notes: list[str], tied: list[str], k: int, residue: int, low: int,
     return [n for n in range(max(low, 0), first) if n % k == residue]
 
 
+def _lowest_of_class(notes: list[str], tied: list[str], k: int, residue: int, size: int,
+                     grown_to: Callable[[int], Any]) -> list[tuple[int, Any, bool]]:
+    """The lowest size torch.export proved for the example's class, where it is not the
+    example and eager runs there, as a point to run the joined file at (a capture of its
+    own where it does not match)."""
+    found = _class_of(notes, set(tied))
+    span = _root_range(notes, found[2]) if found is not None else None
+    c = _offset(notes, tied[0])
+    if found is None or span is None or c is None or found[1] != k or found[3] != residue:
+        return []
+    first = k * max(span[0], 2) + c
+    grown = grown_to(first) if first != size and first <= k * span[1] + c else None
+    return [] if grown is None else [(first, grown, True)]
+
+
 def _offset(notes: list[str], name: str) -> int | None:
     for note in notes:
         m = TIED_NOTE.match(note)
@@ -205,6 +220,10 @@ def split_by_residue(
     # (size, inputs, whether a capture of its own may be made there: below a range)
     # A size below whose inputs eager cannot take (None) is left out of the range.
     points = [(n, grown_to(n), True) for n in below]
+    # The lowest size of the example's class that torch.export proved: a split read by
+    # its position is proved wherever the piece exists, and the pieces can be more
+    # there (``x.split(max(int(n / 3), 1))[-1]``: 5 pieces at 5, 4 from 8 on).
+    points += _lowest_of_class(notes, tied, k, residue, size, grown_to)
     # The example's class at two more of its sizes, the last one included: the capture
     # is proved over the class, and what it holds constant without a guard shows here.
     # The file is the export's own as it stands, so a mismatch is a refusal.
@@ -303,8 +322,9 @@ def split_by_residue(
            f"example; {', '.join(tied)} keep{'s' if len(tied) == 1 else ''} the declared "
            "range"]
     if fixed:
-        out.append(f"{tied[0]} at {', '.join(map(str, fixed))}: the class's capture holds "
-                   "only above, so the file holds a capture at each of those sizes too")
+        out.append(f"{tied[0]} at {', '.join(map(str, fixed))}: the class's capture does not "
+                   "match eager PyTorch there, so the file holds a capture of its own at each "
+                   "of those sizes")
     for r, _, extra in branches:
         out += [f"{tied[0]} % {k} == {r}: {n}" for n in extra]
     return out
@@ -372,6 +392,8 @@ def _class_capture(spec: Any, tied: list[str], k: int, r: int, low: int, high: f
         points = [(n, grown, False)] + [(m, g, False) for m, g in _more_of_class(
             n, k, high, grown_to)] + [(m, grown_to(m), True) for m in range(max(low, 0), first)
                                       if m % k == r]
+        if first != n and first <= high and (at_first := grown_to(first)) is not None:
+            points.append((first, at_first, True))  # the class's lowest proved size
         return other, cap, points
     return why
 
