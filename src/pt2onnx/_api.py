@@ -267,9 +267,8 @@ def _another_class_if_refused(export: Callable[[], _Done]) -> _Done:
     _residue.py``) and was refused or left a dim narrowed, the export again with that
     class's modulus skipped. A capture mod 2 that torch.export proves is wrong at the
     class's second size, or cannot be joined with the other class, where the model also
-    reads the size mod 3 (a slice step ``n % 3 + 1``); the capture mod 6 holds both. A
-    first result bounded with no class tie left (where eager fails) is not tried again.
-    An export again is taken only where it narrows nothing; otherwise the first stands."""
+    reads the size mod 3 (a slice step ``n % 3 + 1``); the capture mod 6 holds both. An
+    export again is taken only where it narrows nothing; otherwise the first stands."""
     skipped: frozenset[int] = frozenset()
     refusal: ExportError | None = None
     narrowed: _Done | None = None
@@ -279,8 +278,7 @@ def _another_class_if_refused(export: Callable[[], _Done]) -> _Done:
                 done: _Done | None = export()
             except ExportError as refused:
                 refusal, done = refusal or refused, None
-        if done is not None and (not chosen or not _narrowed(done[0]) or (
-                not skipped and not _held_to_a_class(done[0]))):
+        if done is not None and (not chosen or not _narrowed(done[0])):
             return done
         narrowed = narrowed or done
         if not chosen or set(chosen) <= skipped:
@@ -290,11 +288,6 @@ def _another_class_if_refused(export: Callable[[], _Done]) -> _Done:
         return narrowed
     assert refusal is not None
     raise refusal from None
-
-
-def _held_to_a_class(prog: OnnxProgram) -> bool:
-    """Whether the report still holds a declared dim tied to one residue class."""
-    return any(" tied to other dims: " in n for n in prog.report.dynamic_refinements)
 
 
 def _narrowed(prog: OnnxProgram) -> bool:
