@@ -22,7 +22,11 @@ Both folders generate from the same prompt; the script prints whether their toke
 agree (int4 differs between exporters only by the quantizer's rounding choices).
 
     python benchmarks/llm_compare.py [--models llama,qwen2] [--precisions fp32,int4]
-        [--repeats 5] [--export-repeats 1] [--no-stamp] [--small]
+        [--repeats 5] [--export-repeats 1] [--no-stamp] [--size full|medium|small]
+
+``--models all`` runs every family both exporters write (``FAMILIES``); a family
+that one of them fails on gets a row saying which and why, and the run goes on. Each
+export's peak resident memory is its process's own (``wait4``), imports included.
 
 Needs onnxruntime-genai (the ``llm`` extra). A benchmark, not a test.
 """
@@ -45,27 +49,55 @@ ROOT = Path(__file__).resolve().parent.parent
 PROMPT_LEN, NEW_TOKENS = 32, 64
 
 
-def _config(name: str, small: bool) -> Any:
+# Each family both exporters write (docs/llm.md, "Against onnxruntime-genai's model
+# builder"): its model_type and what it needs beyond the shared size. Layer patterns are
+# given for 12 layers and cut to the size's count; a head_dim is the size's own.
+FAMILIES: dict[str, dict[str, Any]] = {
+    "llama": {}, "mistral": {"sliding_window": 4096}, "qwen2": {}, "qwen3": {"head_dim": 64},
+    "phi": {"partial_rotary_factor": 0.5}, "phi3": {"original_max_position_embeddings": 2048},
+    "gemma": {"head_dim": 64}, "gemma2": {"head_dim": 64, "sliding_window": 4096},
+    "gemma3_text": {"head_dim": 64, "sliding_window": 512,
+                    "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 2},
+    "granite": {"embedding_multiplier": 2.0, "residual_multiplier": 0.5,
+                "attention_multiplier": 0.2, "logits_scaling": 4.0},
+    "nemotron": {"head_dim": 64, "partial_rotary_factor": 0.5},
+    "olmo": {}, "smollm3": {"no_rope_layer_interval": 4}, "ernie4_5": {"head_dim": 64},
+    "hunyuan_v1_dense": {"head_dim": 64},
+    "lfm2": {"layer_types": ["conv", "conv", "full_attention"] * 4},
+}
+
+
+def _config(name: str, size_name: str) -> Any:
     import transformers
 
     size = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                 num_key_value_heads=4, intermediate_size=2048, vocab_size=32000,
                 max_position_embeddings=2048, bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    if small:
+    if size_name == "medium":  # ~26M parameters: every family in one sitting
+        size.update(hidden_size=512, num_hidden_layers=6, num_attention_heads=8,
+                    num_key_value_heads=2, intermediate_size=1536, vocab_size=8192)
+    elif size_name == "small":
         size.update(hidden_size=256, num_hidden_layers=4, num_attention_heads=8,
                     num_key_value_heads=2, intermediate_size=512, vocab_size=4096)
-    cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config,
-           "mistral": transformers.MistralConfig, "phi3": transformers.Phi3Config}[name]
-    return cls(tie_word_embeddings=False, **size)
+    if name not in FAMILIES:
+        raise SystemExit(f"unknown model {name!r}; one of {', '.join(FAMILIES)}")
+    extra = dict(FAMILIES[name])
+    if "layer_types" in extra:
+        extra["layer_types"] = extra["layer_types"][:size["num_hidden_layers"]]
+    if "head_dim" in extra:
+        extra["head_dim"] = size["hidden_size"] // size["num_attention_heads"]
+    if name == "lfm2":  # LFM2 names its MLP width its own way
+        extra["block_ff_dim"] = size["intermediate_size"]
+    return transformers.AutoConfig.for_model(name, tie_word_embeddings=False, **size, **extra)
 
 
-def _checkpoint(name: str, folder: Path, small: bool) -> int:
+def _checkpoint(name: str, folder: Path, size_name: str) -> int:
     import torch
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     torch.manual_seed(0)
-    cfg = _config(name, small)
+    cfg = _config(name, size_name)
     model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
     # transformers initialises biases to 0 and norm weights to 1, and the builder leaves
     # out a bias that is all zeros; a trained checkpoint's are not, so these get noise.
@@ -86,12 +118,19 @@ def _checkpoint(name: str, folder: Path, small: bool) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return time.perf_counter() - start
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(seconds, peak resident MB) of one command in a fresh process (its own rusage, from
+    wait4: the whole process, imports and the model's weights included)."""
+    with tempfile.TemporaryFile("w+") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            out.seek(0)
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{out.read()[-4000:]}")
+    return seconds, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
 
 
 def _size(folder: Path) -> int:
@@ -156,7 +195,8 @@ def main() -> int:
                         json.loads(sys.argv[sys.argv.index("--prompt") + 1]))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default="llama,qwen2")
+    parser.add_argument("--models", default="llama,qwen2",
+                        help=f"comma-separated, or 'all': {','.join(FAMILIES)}")
     parser.add_argument("--precisions", default="fp32,int4")
     parser.add_argument("--repeats", type=int, default=5,
                         help="decode in this many fresh processes (the medians are kept)")
@@ -164,7 +204,11 @@ def main() -> int:
                         help="time each export this many times (interleaved), keep the best")
     parser.add_argument("--no-stamp", action="store_true",
                         help="export-llm captures every layer (PT2ONNX_LLM_STAMP=0)")
-    parser.add_argument("--small", action="store_true", help="a ~4M model, for a quick check")
+    parser.add_argument("--size", choices=("full", "medium", "small"), default="full",
+                        help="full: ~125M parameters (hidden 768, 12 layers); medium: ~26M "
+                        "(512, 6); small: ~4M (256, 4), for a quick check")
+    parser.add_argument("--small", action="store_const", const="small", dest="size",
+                        help="the same as --size small")
     parser.add_argument("--keep", help="keep the folders under this path")
     parser.add_argument("--int4-level", type=int, default=4,
                         help="export-llm's MatMulNBits accuracy_level (the builder's CPU "
@@ -178,9 +222,10 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     rows = []
     try:
-        for name in args.models.split(","):
+        names = list(FAMILIES) if args.models == "all" else args.models.split(",")
+        for name in names:
             ckpt = work / f"{name}-hf"
-            params = _checkpoint(name, ckpt, args.small)
+            params = _checkpoint(name, ckpt, args.size)
             prompt = [1] + [4 + (7 * i) % 1000 for i in range(PROMPT_LEN - 1)]
             for precision in args.precisions.split(","):
                 outs = {"pt2onnx": work / f"{name}-{precision}-pt2onnx",
@@ -197,12 +242,26 @@ def main() -> int:
                     # export-llm's is 0 (exact). Compared at the builder's level here.
                     commands["pt2onnx"] += ["--int4-accuracy-level", str(args.int4_level)]
                 times: dict[str, list[float]] = {k: [] for k in commands}
-                for _ in range(max(1, args.export_repeats)):  # interleaved
-                    for k, cmd in commands.items():
-                        shutil.rmtree(outs[k], ignore_errors=True)
-                        times[k].append(_run(cmd, env))
-                export_s = {k: min(v) for k, v in times.items()}
-                runs = _decode_repeats(outs, prompt, args.repeats, env)
+                rss: dict[str, list[float]] = {k: [] for k in commands}
+                try:
+                    for _ in range(max(1, args.export_repeats)):  # interleaved
+                        for k, cmd in commands.items():
+                            shutil.rmtree(outs[k], ignore_errors=True)
+                            try:
+                                seconds, peak = _run(cmd, env)
+                            except RuntimeError as exc:
+                                raise RuntimeError(f"{k}: {exc}") from None
+                            times[k].append(seconds)
+                            rss[k].append(peak)
+                    export_s = {k: min(v) for k, v in times.items()}
+                    runs = _decode_repeats(outs, prompt, args.repeats, env)
+                except RuntimeError as exc:  # one exporter failed: say which, go on
+                    failed = {"model": name, "precision": precision,
+                              "failed": str(exc).split(":")[0],
+                              "error": str(exc).strip().splitlines()[-1][:300]}
+                    rows.append(failed)
+                    print(json.dumps(failed), flush=True)
+                    continue
                 prefill = {k: [r[0] for r in v] for k, v in runs.items()}
                 decode = {k: [r[1] for r in v] for k, v in runs.items()}
                 tokens = {k: v[-1][2] for k, v in runs.items()}
@@ -211,12 +270,13 @@ def main() -> int:
                        "precision": precision, "same_tokens": tokens["pt2onnx"] == tokens["builder"]}
                 for k in outs:
                     row[k] = {"export_s": round(export_s[k], 1),
+                              "export_peak_MB": round(min(rss[k])),
                               "size_MB": round(_size(outs[k]) / 1e6, 1),
                               "prompt_ms": round(statistics.median(prefill[k]), 2),
                               "ms_per_token": round(statistics.median(decode[k]), 3)}
                 row["ratios"] = {
                     key: round(row["pt2onnx"][key] / row["builder"][key], 3)
-                    for key in ("export_s", "size_MB", "prompt_ms")}
+                    for key in ("export_s", "export_peak_MB", "size_MB", "prompt_ms")}
                 # The median of each process's own ratio: both folders share its draw.
                 row["ratios"]["ms_per_token"] = round(statistics.median(per_process), 3)
                 row["ms_per_token_ratio_range"] = [round(min(per_process), 3),
@@ -228,13 +288,19 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
     print(f"\nmedians over {args.repeats} decode processes; ratio: the median of each "
           "process's own ratio (its range in brackets)")
-    print("| model | precision | export s (pt2onnx/builder) | MB | prompt ms | decode ms/token "
-          "| ratio ms/token | same tokens |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | precision | export s (pt2onnx/builder) | export peak RSS MB (ratio) "
+          "| file MB | prompt ms | decode ms/token | ratio ms/token | same tokens |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if "failed" in r:
+            print(f"| {r['model']} | {r['precision']} | {r['failed']} failed: {r['error']} "
+                  "| | | | | | |")
+            continue
         p, b = r["pt2onnx"], r["builder"]
         print(f"| {r['model']} {r['params_M']}M | {r['precision']} | {p['export_s']} / "
-              f"{b['export_s']} | {p['size_MB']} / {b['size_MB']} | {p['prompt_ms']} / "
+              f"{b['export_s']} ({r['ratios']['export_s']}x) | {p['export_peak_MB']} / "
+              f"{b['export_peak_MB']} ({r['ratios']['export_peak_MB']}x) | {p['size_MB']} / "
+              f"{b['size_MB']} | {p['prompt_ms']} / "
               f"{b['prompt_ms']} | {p['ms_per_token']} / {b['ms_per_token']} | "
               f"{r['ratios']['ms_per_token']} [{r['ms_per_token_ratio_range'][0]}-"
               f"{r['ms_per_token_ratio_range'][1]}] | {r['same_tokens']} |")
