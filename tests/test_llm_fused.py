@@ -72,7 +72,17 @@ ROTARY = {
     # q/k/v with biases: joined with their biases, then read packed.
     "qwen2_16": lambda: transformers.Qwen2Config(num_key_value_heads=2, **dict(
         SMALL, hidden_size=64), **T),
+    # A partial rotary (the first 16 of 32 dims), inside Nemotron's apply_rotary_pos_emb.
+    "nemotron_32": lambda: transformers.NemotronConfig(
+        num_key_value_heads=2, head_dim=32, partial_rotary_factor=0.5,
+        **dict(SMALL, hidden_size=128), **T),
+    # ERNIE 4.5 turns each pair of dims (interleaved): rotary_interleaved=1.
+    "ernie4_5_16": lambda: transformers.Ernie4_5Config(num_key_value_heads=2, head_dim=16,
+                                                       **SMALL, **T),
 }
+# The op's rotary_interleaved for each: only ERNIE 4.5's pairs.
+INTERLEAVED = {"ernie4_5_16"}
+
 
 
 def _ops(path):
@@ -91,17 +101,20 @@ def _gqa_nodes(proto):
 class _Gqa(torch.nn.Module):
     # It calls pt2onnx::gqa in eager before anything has exported; the op is defined where
     # its rule is, and the built-in rules load on first use.
-    def __init__(self, heads, kv_heads, scale, window, softcap, tables=None):
+    def __init__(self, heads, kv_heads, scale, window, softcap, tables=None,
+                 interleaved=False):
         from pt2onnx.rules import gqa
 
         gqa.define_ops()
         super().__init__()
         self.args = (heads, kv_heads, scale, window, softcap)
         self.tables = tables
+        self.interleaved = interleaved
 
     def forward(self, q, k, v, past_k, past_v, mask):
         extra = self.tables or ()
-        return torch.ops.pt2onnx.gqa(q, k, v, past_k, past_v, mask, *self.args, *extra)
+        return torch.ops.pt2onnx.gqa(q, k, v, past_k, past_v, mask, *self.args, *extra,
+                                     interleaved=self.interleaved)
 
 
 @pytest.mark.parametrize(("heads", "kv_heads", "head", "window", "softcap", "seq", "past",
@@ -113,6 +126,11 @@ class _Gqa(torch.nn.Module):
     (4, 1, 8, 0, 5.0, 1, 6, False),
     (4, 2, 16, 4, 2.0, 7, 0, True),
     (4, 2, 16, 0, 0.0, 2, 5, True),
+    # The first 16 of 32 dims rotated (Phi's, Nemotron's partial rotary), and each pair
+    # turned by one angle (ERNIE 4.5's interleaved rotary), alone and together.
+    (4, 2, 32, 0, 0.0, 3, 4, "partial"),
+    (4, 2, 16, 0, 0.0, 3, 4, "interleaved"),
+    (4, 2, 32, 0, 0.0, 1, 6, "partial interleaved"),
 ])
 def test_gqa_op_equals_onnxruntime(heads, kv_heads, head, window, softcap, seq, past, rotary,
                                    tmp_path):
@@ -121,9 +139,11 @@ def test_gqa_op_equals_onnxruntime(heads, kv_heads, head, window, softcap, seq, 
     torch.manual_seed(0)
     tables = None
     if rotary:
-        angles = torch.arange(64)[:, None].float() * torch.rand(head // 2)
+        rot = head // 2 if "partial" in str(rotary) else head
+        angles = torch.arange(64)[:, None].float() * torch.rand(rot // 2)
         tables = (angles.cos(), angles.sin())
-    module = _Gqa(heads, kv_heads, 0.3, window, softcap, tables)
+    module = _Gqa(heads, kv_heads, 0.3, window, softcap, tables,
+                  interleaved="interleaved" in str(rotary))
     args = (torch.randn(1, heads, seq, head), torch.randn(1, kv_heads, seq, head),
             torch.randn(1, kv_heads, seq, head), torch.randn(1, kv_heads, past, head),
             torch.randn(1, kv_heads, past, head), torch.ones(1, past + seq, dtype=torch.int64))
@@ -178,6 +198,7 @@ def test_rotary_inside_the_op_generates_transformers_greedy_tokens(name, tmp_pat
     for node in nodes:
         attrs = {a.name: a for a in node.attribute}
         assert attrs["do_rotary"].i == 1
+        assert attrs["rotary_interleaved"].i == (name in INTERLEAVED)
         assert node.input[1] == node.input[2] == ""  # packed q/k/v
     assert ("", "Cos") not in ops  # the model's rotary ops are gone
     assert ("", "Neg") not in ops
@@ -324,9 +345,12 @@ def test_fp16_with_rotary_inside_the_op_matches_eager(name, tmp_path):
     session = ort.InferenceSession(str(result.model_path), providers=["CPUExecutionProvider"])
     half = model.half()
     rng = np.random.default_rng(0)
+    cfg = model.config
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    head = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     for past, seq in ((0, len(PROMPT)), (6, 1)):
         ids = rng.integers(3, 128, (1, seq))
-        pasts = [rng.standard_normal((1, 2, past, 16)).astype(np.float16)
+        pasts = [rng.standard_normal((1, kv_heads, past, head)).astype(np.float16)
                  for _ in range(2 * LAYERS)]
         feeds = {"input_ids": ids, "attention_mask": np.ones((1, past + seq), np.int64)}
         cache = transformers.DynamicCache()

@@ -70,20 +70,35 @@ def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
     window = int(sliding_window) if sliding_window else 0
     cap = float(softcap) if softcap else 0.0
     tables: tuple[torch.Tensor, ...] = ()
-    turned = cache.rotated.get(id(query))
     mine = _layer_tables(cache.tables, module, idx)
-    if turned is not None and turned[3] is query and turned[2] is key \
-            and mine is not None and mine[0].shape[-1] * 2 == head and head % 16 == 0:
-        # Rotated by the model's apply_rotary_pos_emb: the op rotates them instead
-        # (onnxruntime's rotary kernel takes head sizes in multiples of 16).
-        query, key = turned[0], turned[1]
+    rot = 2 * mine[0].shape[-1] if mine is not None else 0
+    unturned = _unrotated(cache, query, key) if mine is not None else None
+    if unturned is not None and mine is not None and 0 < rot <= head and head % 16 == 0 \
+            and rot % 16 == 0:
+        # Rotated by the model's apply_rotary_pos_emb (all of each head, or its first
+        # `rot` dims, Nemotron's): the op rotates them instead (onnxruntime's rotary kernel takes
+        # sizes in multiples of 16).
+        query, key = unturned
         tables = mine
         layer.rotary = True
     out, present_key, present_value = torch.ops.pt2onnx.gqa(
         query, key, value, layer.keys, layer.values, cache.attention_mask, heads, kv_heads,
-        scale, window, cap, *tables)
+        scale, window, cap, *tables, interleaved=bool(tables) and cache.interleaved)
     layer.present = (present_key, present_value)
     return out, None
+
+
+def _unrotated(cache: Any, query: torch.Tensor, key: torch.Tensor,
+               ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The query and key reaching the attention as they were before the model's rotary:
+    the inputs of the apply_rotary_pos_emb that returned exactly these (a partial rotary
+    inside it included, as Nemotron's). None otherwise: Phi rotates a slice of each head
+    and joins the rest back, which the op could take only with the model's own rotary
+    still computed beside it (docs/llm.md)."""
+    turned = cache.rotated.get(id(query))
+    if turned is not None and turned[3] is query and turned[2] is key:
+        return turned[0], turned[1]
+    return None
 
 
 def _layer_tables(tables: dict[str | None, tuple[torch.Tensor, torch.Tensor]] | None,
@@ -208,8 +223,52 @@ def rotary_tables(model: torch.nn.Module, layout: Layout, dtype: torch.dtype) ->
         if not (torch.equal(cos[..., :half], cos[..., half:])
                 and torch.equal(sin[..., :half], sin[..., half:])):
             return None  # not rotate_half's layout
-        tables[kind] = (cos[0, :, :half].contiguous(), sin[0, :, :half].contiguous())
+        # In the file's dtype, as the op takes them (ERNIE 4.5's module gives float32
+        # whatever the model's dtype, and rotates in float32).
+        tables[kind] = (cos[0, :, :half].to(dtype).contiguous(),
+                        sin[0, :, :half].to(dtype).contiguous())
     return tables
+
+
+def _rotary_functions(model: torch.nn.Module) -> list[Any]:
+    """The ``apply_rotary_pos_emb`` of each modeling module the model's layers come from."""
+    import sys
+
+    names = {type(m).__module__ for m in model.modules() if hasattr(m, "layer_idx")}
+    found = []
+    for name in sorted(names):
+        fn = getattr(sys.modules.get(name), "apply_rotary_pos_emb", None)
+        if callable(fn):
+            found.append(fn)
+    return found
+
+
+def _interleaved(model: torch.nn.Module, table: tuple[torch.Tensor, torch.Tensor]) -> bool:
+    """Whether the model's ``apply_rotary_pos_emb`` turns each pair of dims by one angle
+    (interleaved) rather than the two halves, found by running it once on random query
+    and key with the rotary module's own table (``[1, positions, R]``, its halves
+    equal); False where it does neither or can't be run (then the rotary stays the
+    model's unless the halves' form agrees, which ``check`` finds)."""
+    cos_half, sin_half = table
+    n = min(8, cos_half.shape[0])
+    cos, sin = cos_half[:n].float(), sin_half[:n].float()
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 1, n, 2 * cos.shape[-1], generator=gen)
+    k = torch.randn(1, 1, n, 2 * cos.shape[-1], generator=gen)
+    styles = set()
+    for fn in _rotary_functions(model):
+        try:
+            with torch.no_grad():
+                out = fn(q, k, torch.cat([cos, cos], -1)[None], torch.cat([sin, sin], -1)[None])
+        except Exception:
+            return False
+        if not isinstance(out, tuple) or len(out) != 2 or out[0].shape != q.shape:
+            return False
+        for style in (False, True):
+            want = _gqa_rule.rotate(q, cos[None, None], sin[None, None], style)
+            if torch.allclose(out[0].float(), want, rtol=1e-4, atol=1e-5):
+                styles.add(style)
+    return styles == {True}
 
 
 @contextlib.contextmanager
@@ -254,6 +313,10 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
                  tables: Tables | None = None) -> None:
         super().__init__(model, num_layers)
         self.has_tables = tables is not None
+        # Whether the model turns each pair (x[2i], x[2i + 1]) (GPT-J's, ERNIE 4.5's
+        # rotary) rather than the halves (transformers' usual).
+        self.interleaved = bool(tables) and tables is not None \
+            and _interleaved(model, next(iter(tables.values())))
         self.table_kinds: dict[str | None, str] = {}
         for kind, (cos, sin) in (tables or {}).items():
             suffix = "" if kind is None else "_" + kind
@@ -283,6 +346,7 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
         cache.attention_mask = attention_mask
         cache.rotated = {}
         cache.tables = self._tables()
+        cache.interleaved = self.interleaved
         _ACTIVE.append(cache)
         try:
             with _implementation(self.model.config, NAME), _recording_rotary(self.model, cache):

@@ -10,9 +10,12 @@ Its eager implementation states what onnxruntime's ``GroupQueryAttention`` compu
   query ``i`` of ``S`` sits at position ``L - S + i`` and sees the keys at positions
   ``<= `` its own, and with ``local_window > 0`` only the ``local_window`` latest of
   them (itself included);
-- with ``cos_cache``/``sin_cache`` (``[positions, D / 2]``), the new queries and keys
-  are first rotated at their positions (``x * cos + rotate_half(x) * sin``, the
-  halves' tables repeated: transformers' non-interleaved rotary);
+- with ``cos_cache``/``sin_cache`` (``[positions, R / 2]``, ``R <= D``), the first
+  ``R`` dims of the new queries and keys are first rotated at their positions, the
+  rest kept (a partial rotary, as Phi's and Nemotron's): ``x * cos + rotate_half(x) *
+  sin`` with the halves' tables repeated (transformers' usual rotary), or with
+  ``interleaved`` each pair ``(x[2i], x[2i + 1])`` turned by angle ``i`` (GPT-J's and
+  ERNIE 4.5's; the op's ``rotary_interleaved``);
 - scores ``q·k * scale``, then ``softcap * tanh(scores / softcap)`` when
   ``softcap > 0``; query head ``h`` reads key/value head ``h // (heads / kv_heads)``.
 
@@ -34,15 +37,15 @@ MS_DOMAIN = "com.microsoft"
 
 _SCHEMA = ("gqa(Tensor query, Tensor key, Tensor value, Tensor past_key, Tensor past_value, "
            "Tensor attention_mask, int num_heads, int kv_num_heads, float scale, "
-           "int local_window, float softcap, Tensor? cos_cache=None, Tensor? sin_cache=None"
-           ") -> (Tensor, Tensor, Tensor)")
+           "int local_window, float softcap, Tensor? cos_cache=None, Tensor? sin_cache=None, "
+           "bool interleaved=False) -> (Tensor, Tensor, Tensor)")
 
 
 def reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               past_key: torch.Tensor, past_value: torch.Tensor, attention_mask: torch.Tensor,
               num_heads: int, kv_num_heads: int, scale: float, local_window: int,
               softcap: float, cos_cache: torch.Tensor | None = None,
-              sin_cache: torch.Tensor | None = None,
+              sin_cache: torch.Tensor | None = None, interleaved: bool = False,
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """query ``[B, H, S, D]``, key/value ``[B, Hkv, S, D]``, past ``[B, Hkv, P, D]`` ->
     (output ``[B, S, H, D]``, present key, present value ``[B, Hkv, P + S, D]``)."""
@@ -50,9 +53,9 @@ def reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     lengths = attention_mask.to(torch.int64).sum(dim=1)
     q_pos = lengths[:, None] - seq + torch.arange(seq)  # [B, S]
     if cos_cache is not None and sin_cache is not None:
-        cos = torch.cat([cos_cache[q_pos]] * 2, dim=-1)[:, None]  # [B, 1, S, D]
-        sin = torch.cat([sin_cache[q_pos]] * 2, dim=-1)[:, None]
-        query, key = _rotate(query, cos, sin), _rotate(key, cos, sin)
+        cos, sin = cos_cache[q_pos][:, None], sin_cache[q_pos][:, None]  # [B, 1, S, R / 2]
+        query = rotate(query, cos, sin, interleaved)
+        key = rotate(key, cos, sin, interleaved)
     present_key = torch.cat([past_key, key], dim=2)
     present_value = torch.cat([past_value, value], dim=2)
     total = present_key.shape[2]
@@ -71,17 +74,27 @@ def reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     return out.transpose(1, 2).contiguous(), present_key, present_value
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + turned * sin
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+            interleaved: bool) -> torch.Tensor:
+    """``x``'s first ``R = 2 * cos.shape[-1]`` dims rotated, the rest as they are."""
+    rot = 2 * cos.shape[-1]
+    part, rest = x[..., :rot], x[..., rot:]
+    if interleaved:
+        even, odd = part[..., 0::2], part[..., 1::2]
+        part = torch.stack([even * cos - odd * sin, odd * cos + even * sin],
+                           dim=-1).flatten(-2)
+    else:
+        half = rot // 2
+        first, second = part[..., :half], part[..., half:]
+        part = torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
+    return torch.cat([part, rest], dim=-1)
 
 
 def _fake(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
           past_key: torch.Tensor, past_value: torch.Tensor, attention_mask: torch.Tensor,
           num_heads: int, kv_num_heads: int, scale: float, local_window: int,
           softcap: float, cos_cache: torch.Tensor | None = None,
-          sin_cache: torch.Tensor | None = None,
+          sin_cache: torch.Tensor | None = None, interleaved: bool = False,
           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     b, h, s, _ = query.shape
     total = past_key.shape[2] + key.shape[2]
@@ -109,8 +122,9 @@ def _heads_last(g: RuleContext, x: ir.Value) -> ir.Value:
 def gqa(g: RuleContext, query: ir.Value, key: ir.Value, value: ir.Value, past_key: ir.Value,
         past_value: ir.Value, attention_mask: ir.Value, num_heads: int, kv_num_heads: int,
         scale: float, local_window: int, softcap: float, cos_cache: ir.Value | None = None,
-        sin_cache: ir.Value | None = None) -> tuple[ir.Value, ir.Value, ir.Value]:
-    """pt2onnx::gqa(Tensor query, Tensor key, Tensor value, Tensor past_key, Tensor past_value, Tensor attention_mask, int num_heads, int kv_num_heads, float scale, int local_window, float softcap, Tensor? cos_cache=None, Tensor? sin_cache=None) -> (Tensor, Tensor, Tensor)"""
+        sin_cache: ir.Value | None = None, interleaved: bool = False,
+        ) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """pt2onnx::gqa(Tensor query, Tensor key, Tensor value, Tensor past_key, Tensor past_value, Tensor attention_mask, int num_heads, int kv_num_heads, float scale, int local_window, float softcap, Tensor? cos_cache=None, Tensor? sin_cache=None, bool interleaved=False) -> (Tensor, Tensor, Tensor)"""
     int32 = ir.DataType.INT32
     if g.opset >= 18:
         count = g.op.ReduceSum(attention_mask, g.const([1]), keepdims=0)
@@ -126,7 +140,7 @@ def gqa(g: RuleContext, query: ir.Value, key: ir.Value, value: ir.Value, past_ke
         attrs["softcap"] = float(softcap)
     rotary: list[ir.Value | None] = []
     if cos_cache is not None and sin_cache is not None:
-        attrs.update(do_rotary=1, rotary_interleaved=0)
+        attrs.update(do_rotary=1, rotary_interleaved=int(bool(interleaved)))
         rotary = [cos_cache, sin_cache]
     out, present_key, present_value = g.op.GroupQueryAttention(
         _heads_last(g, query), _heads_last(g, key), _heads_last(g, value), past_key,
