@@ -51,11 +51,13 @@ PROMPT_LEN, NEW_TOKENS = 32, 64
 
 # Each family both exporters write (docs/llm.md, "Against onnxruntime-genai's model
 # builder"): its model_type and what it needs beyond the shared size. Layer patterns are
-# given for 12 layers and cut to the size's count; a head_dim is the size's own.
+# given for 12 layers and cut to the size's count; a head_dim is the size's own. Gemma 2's
+# window (64) is under the 96 positions generated: the builder's folder refuses a window
+# over genai's max_length ("KV cache capacity (96) must be at least local_window_size").
 FAMILIES: dict[str, dict[str, Any]] = {
     "llama": {}, "mistral": {"sliding_window": 4096}, "qwen2": {}, "qwen3": {"head_dim": 64},
     "phi": {"partial_rotary_factor": 0.5}, "phi3": {"original_max_position_embeddings": 2048},
-    "gemma": {"head_dim": 64}, "gemma2": {"head_dim": 64, "sliding_window": 4096},
+    "gemma": {"head_dim": 64}, "gemma2": {"head_dim": 64, "sliding_window": 64},
     "gemma3_text": {"head_dim": 64, "sliding_window": 512,
                     "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 2},
     "granite": {"embedding_multiplier": 2.0, "residual_multiplier": 0.5,
