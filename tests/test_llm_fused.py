@@ -72,7 +72,10 @@ ROTARY = {
     # q/k/v with biases: joined with their biases, then read packed.
     "qwen2_16": lambda: transformers.Qwen2Config(num_key_value_heads=2, **dict(
         SMALL, hidden_size=64), **T),
-    # A partial rotary (the first 16 of 32 dims), inside Nemotron's apply_rotary_pos_emb.
+    # A partial rotary (the first 16 of 32 dims): Phi rotates a slice of each head and
+    # joins the rest back, Nemotron does it inside apply_rotary_pos_emb.
+    "phi_32": lambda: transformers.PhiConfig(partial_rotary_factor=0.5, **dict(
+        SMALL, hidden_size=128), **T),
     "nemotron_32": lambda: transformers.NemotronConfig(
         num_key_value_heads=2, head_dim=32, partial_rotary_factor=0.5,
         **dict(SMALL, hidden_size=128), **T),

@@ -72,11 +72,11 @@ def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
     tables: tuple[torch.Tensor, ...] = ()
     mine = _layer_tables(cache.tables, module, idx)
     rot = 2 * mine[0].shape[-1] if mine is not None else 0
-    unturned = _unrotated(cache, query, key) if mine is not None else None
+    unturned = _unrotated(cache, query, key, rot) if mine is not None else None
     if unturned is not None and mine is not None and 0 < rot <= head and head % 16 == 0 \
             and rot % 16 == 0:
         # Rotated by the model's apply_rotary_pos_emb (all of each head, or its first
-        # `rot` dims, Nemotron's): the op rotates them instead (onnxruntime's rotary kernel takes
+        # `rot` dims): the op rotates them instead (onnxruntime's rotary kernel takes
         # sizes in multiples of 16).
         query, key = unturned
         tables = mine
@@ -89,16 +89,25 @@ def _attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
 
 
 def _unrotated(cache: Any, query: torch.Tensor, key: torch.Tensor,
-               ) -> tuple[torch.Tensor, torch.Tensor] | None:
+               rot: int) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The query and key reaching the attention as they were before the model's rotary:
-    the inputs of the apply_rotary_pos_emb that returned exactly these (a partial rotary
-    inside it included, as Nemotron's). None otherwise: Phi rotates a slice of each head
-    and joins the rest back, which the op could take only with the model's own rotary
-    still computed beside it (docs/llm.md)."""
+    the inputs of the apply_rotary_pos_emb that returned exactly these (its usual form,
+    a partial rotary inside it included, as Nemotron's), or, where the model rotated
+    only their first ``rot`` dims and joined the rest back (Phi), the last rotation's
+    inputs joined with the rest (``_slices.rejoin_slices`` then reads the projections
+    through both joins). None where neither fits; the eager check of the fused wrapper
+    against the plain one (``check``) decides whether the result is right."""
     turned = cache.rotated.get(id(query))
     if turned is not None and turned[3] is query and turned[2] is key:
         return turned[0], turned[1]
-    return None
+    last = cache.last_rotated
+    if last is None or not 0 < rot < query.shape[-1]:
+        return None
+    q_in, k_in, k_out, q_out = last
+    if q_out.shape[-1] != rot or k_out.shape[-1] != rot \
+            or q_out.shape[:-1] != query.shape[:-1] or k_out.shape[:-1] != key.shape[:-1]:
+        return None
+    return torch.cat([q_in, query[..., rot:]], dim=-1), torch.cat([k_in, key[..., rot:]], dim=-1)
 
 
 def _layer_tables(tables: dict[str | None, tuple[torch.Tensor, torch.Tensor]] | None,
@@ -295,6 +304,7 @@ def _recording_rotary(model: torch.nn.Module, cache: Any) -> Iterator[None]:
             if plain and isinstance(out, tuple) and len(out) == 2:
                 # out[0] is held too, so that its id is not reused in this forward.
                 cache.rotated[id(out[0])] = (args[0], args[1], out[1], out[0])
+                cache.last_rotated = (args[0], args[1], out[1], out[0])
             return out
 
         patched.append((module, original))
@@ -345,6 +355,7 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
             layer.rotary = False
         cache.attention_mask = attention_mask
         cache.rotated = {}
+        cache.last_rotated = None
         cache.tables = self._tables()
         cache.interleaved = self.interleaved
         _ACTIVE.append(cache)

@@ -28,11 +28,13 @@ from pt2onnx.llm import (
     _meta,
     _norm,
     _quant,
+    _slices,
     _stamp,
     _whisper,
     _wrapper,
 )
 from pt2onnx.llm._families import Layout
+from pt2onnx.passes import unsplit_heads
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
               "int4": torch.float32}
@@ -304,6 +306,11 @@ def _finish(model: Any, config: Any, folder: Path | None,
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
                      "was exported as onnxruntime-genai's generic 'decoder' type.")
     _name_total_dims(prog.model)
+    if fusion.on and _slices.rejoin_slices(prog.model):
+        # Phi's partial rotary (_attention._unrotated): the op now reads the model's
+        # split into heads, which the optimize stage's pass merges back.
+        unsplit_heads.apply(prog.model)
+        ir.passes.common.RemoveUnusedNodesPass()(prog.model)  # the split, unread
     if fuse_projections and fusion.on:
         _fuse.fuse_shared_input_matmuls(prog.model, accept=_attention.reads_packed)
     if fusion.on:

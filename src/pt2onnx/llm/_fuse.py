@@ -10,6 +10,7 @@ docs/llm.md), and int4 was the same either way.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -39,69 +40,76 @@ def fuse_shared_input_matmuls(
             continue
         groups.setdefault(id(a), []).append(node)
     fused = 0
-    for nodes in groups.values():
-        if len(nodes) < 2:
+    for group in groups.values():
+        if len(group) < 2:
             continue
-        weights: list[ir.Value] = []
-        for n in nodes:
-            w = n.inputs[1]
-            assert w is not None and w.const_value is not None
-            weights.append(w)
-        shapes = [w.const_value.shape.numpy() for w in weights]  # type: ignore[union-attr]
-        dtype = weights[0].dtype
-        if len({s[0] for s in shapes}) != 1 or dtype is None or any(
-                w.dtype != dtype for w in weights):
-            continue
-        found = [_bias_add(n, int(s[1]), dtype) for n, s in zip(nodes, shapes)]
-        adds = [f for f in found if f is not None]
-        if len(adds) != len(nodes):
-            adds = []
-        ends = [add.outputs[0] for add, _ in adds] if adds else [n.outputs[0] for n in nodes]
-        if accept is not None and not accept(ends):
-            continue
-        # Insert after the last of them, where every consumer order still holds:
-        # all read the same A, and the fused node replaces each at the first's place.
-        first = nodes[0]
-        name = f"{weights[0].name or 'w'}.fused{len(nodes)}"
-        shape = ir.Shape([shapes[0][0], sum(int(s[1]) for s in shapes)])
-        # Joined when saved (in the writer's thread), from the parameters themselves.
-        value = _lazy(graph, name, _joiner([_source(w) for w in weights], name, dim=1),
-                      dtype, shape)
-        # Linear's [N, K] layout of the same weight, for the int4 quantizer.
-        value.meta["pt2onnx.rows"] = _joiner_rows([_source(w) for w in weights])
-        a = first.inputs[0]
-        matmul = ir.node("MatMul", [a, value], name=f"{first.name or name}_fused")
-        matmul.outputs[0].dtype = dtype
-        if a is not None and a.shape is not None:
-            matmul.outputs[0].shape = ir.Shape([*a.shape[:-1], shape[1]])
-        joined: list[ir.Node] = [matmul]
-        if adds:
-            bias = _lazy(graph, f"{name}.bias", _joiner([_source(b) for _, b in adds],
-                                                          f"{name}.bias", dim=0),
-                         dtype, ir.Shape([shape[1]]))
-            add = ir.node("Add", [matmul.outputs[0], bias], name=f"{first.name or name}_bias")
-            add.outputs[0].dtype, add.outputs[0].shape = dtype, matmul.outputs[0].shape
-            joined.append(add)
-        sizes = ir.Value(name=f"{name}.split", const_value=ir.tensor(
-            np.array([s[1] for s in shapes], dtype=np.int64), name=f"{name}.split"))
-        sizes.dtype, sizes.shape = ir.DataType.INT64, ir.Shape([len(nodes)])
-        graph.register_initializer(sizes)
-        split = ir.node("Split", [joined[-1].outputs[0], sizes], {"axis": -1},
-                        num_outputs=len(nodes), name=f"{first.name or name}_split")
-        graph.insert_before(first, [*joined, split])
-        for old, out in zip(ends, split.outputs):
-            out.name, out.dtype, out.shape = old.name, dtype, old.shape
-            old.name = None
-            ir.convenience.replace_all_uses_with(old, out, replace_graph_outputs=True)
-        for add_node, b in adds:
-            graph.remove(add_node, safe=True)
-            if b.name is not None and not b.uses():
-                del graph.initializers[b.name]
-        for node, w in zip(nodes, weights):
-            graph.remove(node, safe=True)
-            if w.name is not None and not w.uses():
-                del graph.initializers[w.name]
-        fused += 1
+        subsets = [group]
+        if accept is not None and len(group) > 3:
+            # Phi's q/k/v and its MLP read one norm's output: the three that
+            # GroupQueryAttention reads are joined, the rest left as they are.
+            subsets += [list(c) for c in itertools.combinations(group, 3)]
+        for nodes in subsets:
+            weights: list[ir.Value] = []
+            for n in nodes:
+                w = n.inputs[1]
+                assert w is not None and w.const_value is not None
+                weights.append(w)
+            shapes = [w.const_value.shape.numpy() for w in weights]  # type: ignore[union-attr]
+            dtype = weights[0].dtype
+            if len({s[0] for s in shapes}) != 1 or dtype is None or any(
+                    w.dtype != dtype for w in weights):
+                continue
+            found = [_bias_add(n, int(s[1]), dtype) for n, s in zip(nodes, shapes)]
+            adds = [f for f in found if f is not None]
+            if len(adds) != len(nodes):
+                adds = []
+            ends = [add.outputs[0] for add, _ in adds] if adds else [n.outputs[0] for n in nodes]
+            if accept is not None and not accept(ends):
+                continue
+            # Insert after the last of them, where every consumer order still holds:
+            # all read the same A, and the fused node replaces each at the first's place.
+            first = nodes[0]
+            name = f"{weights[0].name or 'w'}.fused{len(nodes)}"
+            shape = ir.Shape([shapes[0][0], sum(int(s[1]) for s in shapes)])
+            # Joined when saved (in the writer's thread), from the parameters themselves.
+            value = _lazy(graph, name, _joiner([_source(w) for w in weights], name, dim=1),
+                          dtype, shape)
+            # Linear's [N, K] layout of the same weight, for the int4 quantizer.
+            value.meta["pt2onnx.rows"] = _joiner_rows([_source(w) for w in weights])
+            a = first.inputs[0]
+            matmul = ir.node("MatMul", [a, value], name=f"{first.name or name}_fused")
+            matmul.outputs[0].dtype = dtype
+            if a is not None and a.shape is not None:
+                matmul.outputs[0].shape = ir.Shape([*a.shape[:-1], shape[1]])
+            joined: list[ir.Node] = [matmul]
+            if adds:
+                bias = _lazy(graph, f"{name}.bias", _joiner([_source(b) for _, b in adds],
+                                                              f"{name}.bias", dim=0),
+                             dtype, ir.Shape([shape[1]]))
+                add = ir.node("Add", [matmul.outputs[0], bias], name=f"{first.name or name}_bias")
+                add.outputs[0].dtype, add.outputs[0].shape = dtype, matmul.outputs[0].shape
+                joined.append(add)
+            sizes = ir.Value(name=f"{name}.split", const_value=ir.tensor(
+                np.array([s[1] for s in shapes], dtype=np.int64), name=f"{name}.split"))
+            sizes.dtype, sizes.shape = ir.DataType.INT64, ir.Shape([len(nodes)])
+            graph.register_initializer(sizes)
+            split = ir.node("Split", [joined[-1].outputs[0], sizes], {"axis": -1},
+                            num_outputs=len(nodes), name=f"{first.name or name}_split")
+            graph.insert_before(first, [*joined, split])
+            for old, out in zip(ends, split.outputs):
+                out.name, out.dtype, out.shape = old.name, dtype, old.shape
+                old.name = None
+                ir.convenience.replace_all_uses_with(old, out, replace_graph_outputs=True)
+            for add_node, b in adds:
+                graph.remove(add_node, safe=True)
+                if b.name is not None and not b.uses():
+                    del graph.initializers[b.name]
+            for node, w in zip(nodes, weights):
+                graph.remove(node, safe=True)
+                if w.name is not None and not w.uses():
+                    del graph.initializers[w.name]
+            fused += 1
+            break
     return fused
 
 
