@@ -65,7 +65,7 @@ def _slice_of_concat(node: ir.Node) -> ir.Value | list[ir.Value] | None:
     x, axis, start, end = found
     concat = x.producer()
     if concat is None or (concat.domain, concat.op_type) != ("", "Concat") \
-            or not _to_end(end, x, axis) or start < 0:
+            or not _to_end(end, x, axis) or start < 0 or x.shape is None:
         return None
     concat_axis = concat.attributes.get_int("axis", 0) % len(x.shape)
     if concat_axis != axis:
