@@ -76,11 +76,13 @@ test-models-hf:
 # onnx, onnx-ir, onnxscript, onnxruntime-genai, ...), none of constraints-deps.txt's pins:
 # the fast tier, the Hugging Face subset and export-llm's tests. When a new release breaks
 # it, that fix comes first (docs/compatibility.md records what it last passed on).
+# The parts that follow the unpinned libraries most (transformers, onnxruntime-genai) run
+# first, the fast tier last: in CI the canary gets only what is left of the time budget.
 test-newest:
 	venv=$$($(MKVENV) newest dev,llm) && $(IN_SRC) $$venv/bin/python -m pt2onnx doctor && \
-	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 $(FAST) && \
 	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 -m "models and not slow" tests/models/test_hf_zoo.py -k "$(MODELS_HF_CI)" && \
-	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 tests/test_export_llm.py tests/test_llm_stamp.py tests/test_llm_fused.py tests/test_llm_meta.py tests/test_llm_whisper.py tests/test_llm_hybrid.py tests/test_llm_vlm.py
+	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 tests/test_export_llm.py tests/test_llm_stamp.py tests/test_llm_fused.py tests/test_llm_meta.py tests/test_llm_whisper.py tests/test_llm_hybrid.py tests/test_llm_vlm.py && \
+	$(IN_SRC) $$venv/bin/python -m pytest -q -n 2 $(FAST)
 
 # export-llm: every decoder family through onnxruntime-genai's generation loop (the llm
 # extra; without it these tests skip), on the dev pins.
