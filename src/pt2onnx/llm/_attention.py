@@ -239,16 +239,18 @@ def rotary_tables(model: torch.nn.Module, layout: Layout, dtype: torch.dtype) ->
     return tables
 
 
-def _rotary_functions(model: torch.nn.Module) -> list[Any]:
-    """The ``apply_rotary_pos_emb`` of each modeling module the model's layers come from."""
+def _rotary_functions(model: torch.nn.Module) -> list[tuple[Any, Any]]:
+    """(modeling module, its ``apply_rotary_pos_emb``) for each modeling module the
+    model's layers come from that has one."""
     import sys
 
     names = {type(m).__module__ for m in model.modules() if hasattr(m, "layer_idx")}
     found = []
     for name in sorted(names):
-        fn = getattr(sys.modules.get(name), "apply_rotary_pos_emb", None)
-        if callable(fn):
-            found.append(fn)
+        module = sys.modules.get(name)
+        fn = getattr(module, "apply_rotary_pos_emb", None)
+        if module is not None and callable(fn):
+            found.append((module, fn))
     return found
 
 
@@ -265,7 +267,7 @@ def _interleaved(model: torch.nn.Module, table: tuple[torch.Tensor, torch.Tensor
     q = torch.randn(1, 1, n, 2 * cos.shape[-1], generator=gen)
     k = torch.randn(1, 1, n, 2 * cos.shape[-1], generator=gen)
     styles = set()
-    for fn in _rotary_functions(model):
+    for _, fn in _rotary_functions(model):
         try:
             with torch.no_grad():
                 out = fn(q, k, torch.cat([cos, cos], -1)[None], torch.cat([sin, sin], -1)[None])
@@ -285,15 +287,8 @@ def _recording_rotary(model: torch.nn.Module, cache: Any) -> Iterator[None]:
     """Each modeling module's ``apply_rotary_pos_emb``, wrapped to note which rotated
     query and key came from which inputs (the rotation still runs: where the op
     takes it over, its graph is left unread)."""
-    import sys
-
     patched: list[tuple[Any, Any]] = []
-    names = {type(m).__module__ for m in model.modules() if hasattr(m, "layer_idx")}
-    for name in sorted(names):
-        module = sys.modules.get(name)
-        original = getattr(module, "apply_rotary_pos_emb", None)
-        if module is None or not callable(original):
-            continue
+    for module, original in _rotary_functions(model):
 
         def record(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
             out = _original(*args, **kwargs)
