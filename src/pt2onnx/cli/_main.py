@@ -63,15 +63,14 @@ def _cmd_export_llm(args: argparse.Namespace) -> int:
     with io.progress(quiet=args.quiet):
         result = export_llm(folder, Path(args.output), precision=args.precision,
                             opset=args.opset, int4_accuracy_level=args.int4_accuracy_level,
-                            fused_ops=not args.no_fused_ops)
+                            fused_ops=not args.no_fused_ops, image_size=args.image_size)
     # The process ends next: its last cyclic collection would scan every object the
     # model, torch.export and the graph made (about a second), only to free them at exit.
     import gc
 
     gc.freeze()
     lay = result.layout
-    files = ", ".join(([result.encoder_path.name] if result.encoder_path else [])
-                      + [result.model_path.name])
+    files = ", ".join(result.files or [result.model_path.name])
     print(f"wrote {result.out_dir}: {files} ({lay.model_type}, "
           f"{lay.num_layers} layers, {args.precision}), genai_config.json (type "
           f"{lay.genai_type!r})" + (f", tokenizer: {', '.join(result.tokenizer_files)}"
@@ -217,6 +216,10 @@ def _add_commands(sub: Any) -> None:
     llm.add_argument("--no-fused-ops", action="store_true",
                      help="standard ONNX ops only: no onnxruntime GroupQueryAttention or "
                      "SimplifiedLayerNormalization (slower in onnxruntime, runs elsewhere)")
+    llm.add_argument("--image-size", metavar="HxW",
+                     help="Qwen2.5-VL: write the image pipeline (vision.onnx, embedding.onnx "
+                     "and model.onnx on inputs_embeds, genai type qwen2_5_vl) for images "
+                     "resized to this size, e.g. 448x448 (multiples of 28)")
     llm.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     llm.set_defaults(fn=_cmd_export_llm)
     verify = sub.add_parser("verify", help="run a model in onnxruntime against its PyTorch source")

@@ -4,7 +4,8 @@ May import: ``_api`` and every stage below it. Must not import: the package's
 ``__init__`` (``import pt2onnx``), ``cli``, ``testing``.
 """
 
-from pt2onnx.llm._export import LLMExport, export_llm
+from pt2onnx.llm._export import export_llm
+from pt2onnx.llm._files import LLMExport
 from pt2onnx.llm._meta import params_on_meta
 from pt2onnx.llm._quant import quantize_rtn
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import json
 import os
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +24,23 @@ from pt2onnx.llm import (
     _genai,
     _hybrid,
     _meta,
+    _multi,
     _norm,
     _quant,
     _slices,
     _stamp,
+    _vision,
     _whisper,
     _wrapper,
 )
 from pt2onnx.llm._families import Layout
+from pt2onnx.llm._files import (
+    HALF,
+    LLMExport,
+    name_total_dims,
+    no_fake_tensor_cache,
+    unique_node_names,
+)
 from pt2onnx.passes import unsplit_heads
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
@@ -41,33 +48,6 @@ PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat
 # pt2onnx.export's names for the same precisions, taken here too.
 LONG_NAMES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 MODEL_FILE = "model.onnx"
-# The model is loaded in its dtype already; export's precision= adds the float32 ops.
-_HALF = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
-
-
-@dataclass
-class LLMExport:
-    """What ``export_llm`` wrote, and how."""
-
-    out_dir: Path
-    model_path: Path
-    genai_config: dict[str, Any]
-    layout: Layout
-    precision: str
-    program: Any  # the OnnxProgram of the graph before quantization's rewrite
-    tokenizer_files: list[str] = field(default_factory=list)
-    quantized: list[str] = field(default_factory=list)  # weights int4 replaced
-    warnings: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    captured_layers: int = 0  # the layers torch.export captured; fewer when stamped
-    # Whisper: the encoder's file and program (model_path and program are the decoder's).
-    encoder_path: Path | None = None
-    encoder_program: Any = None
-
-    def __repr__(self) -> str:
-        return (f"LLMExport({self.layout.model_type} -> {self.out_dir}, {self.precision}, "
-                f"genai type {self.layout.genai_type!r}, {self.layout.num_layers} layers, "
-                f"{self.seconds:.1f}s)")
 
 
 def export_llm(
@@ -82,6 +62,7 @@ def export_llm(
     fuse_projections: bool = True,
     stamp: bool | None = None,
     fused_ops: bool = True,
+    image_size: int | tuple[int, int] | str | None = None,
 ) -> LLMExport:
     """Exports a transformers decoder for generation in onnxruntime-genai.
 
@@ -123,6 +104,13 @@ def export_llm(
             mask is read as lengths (no left padding), as in onnxruntime-genai's
             builder. ``False`` writes standard ONNX ops only (and ``MatMulNBits``
             for int4).
+        image_size: for a Qwen2.5-VL checkpoint, the image pipeline instead of the text
+            decoder: ``vision.onnx``, ``embedding.onnx`` and ``model.onnx`` (on
+            ``inputs_embeds``) under genai's ``qwen2_5_vl`` type, with a
+            ``processor_config.json`` that resizes every image to this size (height,
+            width; an int for a square, or ``"HxW"``), the one size the vision graph
+            takes; each a multiple of the patch size times the merge size (28).
+            fp32 or int4 (the decoder's weights).
 
     The graph takes ``input_ids``, ``attention_mask``, ``position_ids`` (where the
     family uses them) and ``past_key_values.{i}.key/.value``, and returns ``logits``
@@ -144,7 +132,8 @@ def export_llm(
     try:
         return _export_llm(model_or_dir, Path(out_dir), PRECISIONS[precision], precision,
                            opset, tokenizer, int4_block_size, int4_accuracy_level,
-                           fuse_projections, stamp, _Fusion(fused_ops), start)
+                           fuse_projections, stamp, _Fusion(fused_ops),
+                           _vision.image_size_of(image_size), start)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -153,13 +142,18 @@ def export_llm(
 def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str,
                 opset: int | None, tokenizer: Any, int4_block_size: int,
                 int4_accuracy_level: int, fuse_projections: bool, stamp: bool,
-                fusion: _Fusion, start: float) -> LLMExport:
+                fusion: _Fusion, image_size: tuple[int, int] | None,
+                start: float) -> LLMExport:
     notes: list[str] = []
     with _refusing_untyped(_families.named(model_or_dir)):
         if _whisper.is_whisper(model_or_dir):
-            return _export_whisper(model_or_dir, out, dtype, precision, opset, tokenizer,
-                                   fusion.requested, (int4_block_size, int4_accuracy_level),
-                                   start)
+            return _multi.export_whisper(
+                model_or_dir, out, dtype, precision, opset, tokenizer, fusion.requested,
+                (int4_block_size, int4_accuracy_level), start)
+        if image_size is not None:
+            return _multi.export_vlm(
+                model_or_dir, out, dtype, precision, opset, tokenizer, fusion.requested,
+                (int4_block_size, int4_accuracy_level), image_size, start)
         model, folder, checkpoint = _load(model_or_dir, dtype, notes)
         config = model.config
         model_type = _families.check_family(config)
@@ -169,69 +163,6 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
     return _finish(model, config, folder, checkpoint, prog, layout, fusion, model_type, out,
                    precision, tokenizer, int4_block_size, int4_accuracy_level,
                    fuse_projections, notes, start)
-
-
-def _export_whisper(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str,
-                    opset: int | None, tokenizer: Any, fused: bool, int4: tuple[int, int],
-                    start: float) -> LLMExport:
-    """Whisper's encoder.onnx and decoder.onnx, in genai's whisper layout (see _whisper)."""
-    notes: list[str] = []
-    if fused:
-        notes.append("whisper: the attention was not fused (export-llm fuses decoder-only "
-                     "attention into GroupQueryAttention); the model's own ops were exported.")
-    if isinstance(model_or_dir, torch.nn.Module):
-        model, folder, _ = _load(model_or_dir, dtype, notes)
-    else:
-        folder = Path(model_or_dir)
-        model = _whisper.load(folder, dtype)
-    _whisper.check(model, precision)
-    config, layout = model.config, _whisper.layout(model.config)
-    out.mkdir(parents=True, exist_ok=True)
-    enc_in, enc_out = _whisper.encoder_names(layout.num_layers)
-    encoder = _capture_module(_whisper.WhisperEncoderForGenai(model),
-                              _whisper.encoder_example(config, dtype), enc_in, enc_out,
-                              _whisper.encoder_dims(), dtype, opset, notes)
-    dec_in, dec_out = _whisper.decoder_names(layout.num_layers)
-    decoder = _capture_module(_whisper.WhisperDecoderForGenai(model),
-                              _whisper.decoder_example(layout, dtype), dec_in, dec_out,
-                              _whisper.decoder_dims(layout), dtype, opset, notes)
-    _name_total_dims(decoder.model, "present_")
-    paths, quantized = [], []
-    for prog, name in ((encoder, _whisper.ENCODER_FILE), (decoder, _whisper.DECODER_FILE)):
-        if precision == "int4":
-            quantized += _quant.quantize_model(prog.model, *int4)
-        _unique_node_names(prog.model)
-        path = out / name
-        for stale in (path, path.with_name(path.name + ".data")):
-            stale.unlink(missing_ok=True)
-        paths.append(prog.save(path, external_data=True))
-    cfg = _whisper.config_dict(layout, config, getattr(model, "generation_config", None))
-    _genai.write_config(out, cfg)
-    (out / "audio_processor_config.json").write_text(
-        json.dumps(_whisper.audio_processor_dict(config), indent=4) + "\n")
-    copied = _genai.copy_tokenizer(tokenizer if tokenizer is not None else folder, out)
-    return LLMExport(out, paths[1], cfg, layout, precision, decoder, copied, quantized, notes,
-                     time.perf_counter() - start, layout.num_layers, paths[0], encoder)
-
-
-def _capture_module(module: torch.nn.Module, example: tuple[Any, ...], in_names: list[str],
-                    out_names: list[str], dims: tuple[Any, ...], dtype: torch.dtype,
-                    opset: int | None, notes: list[str]) -> Any:
-    """pt2onnx.export of a wrapper whose I/O is genai's, as _capture does for decoders."""
-    from pt2onnx import _api
-    from pt2onnx.capture import trusted
-
-    # The size-1 points (batch 1, one token, an empty past) are run against eager in
-    # tests/test_llm_whisper.py; the proof's extra captures tripled the decoder's time.
-    size_one = trusted("export-llm: Whisper's wrappers at batch 1, one token and an empty "
-                       "past, run against eager in tests/test_llm_whisper.py")
-    with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache(), size_one:
-        warnings.simplefilter("always")
-        prog = _api.export(module, example, None, input_names=in_names,
-                           output_names=out_names, dynamic_shapes=dims, opset=opset,
-                           precision=_HALF.get(dtype, "keep"))
-    notes.extend(str(w.message) for w in caught)
-    return prog
 
 
 @contextlib.contextmanager
@@ -305,7 +236,7 @@ def _finish(model: Any, config: Any, folder: Path | None,
     if not layout.known:
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
                      "was exported as onnxruntime-genai's generic 'decoder' type.")
-    _name_total_dims(prog.model)
+    name_total_dims(prog.model)
     if fusion.on and _slices.rejoin_slices(prog.model):
         # Phi's partial rotary (_attention._unrotated): the op now reads the model's
         # split into heads, which the optimize stage's pass merges back.
@@ -322,7 +253,7 @@ def _finish(model: Any, config: Any, folder: Path | None,
     quantized = []
     if precision == "int4":
         quantized = _quant.quantize_model(prog.model, int4_block_size, int4_accuracy_level)
-    _unique_node_names(prog.model)
+    unique_node_names(prog.model)
     path = out / MODEL_FILE
     for stale in (path, path.with_name(path.name + ".data")):
         stale.unlink(missing_ok=True)
@@ -414,31 +345,15 @@ def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: 
     from pt2onnx.capture import trusted
 
     size_one = trusted("export-llm: genai's loop runs batch 1, one token and an empty cache")
-    with warnings.catch_warnings(record=True) as caught, _no_fake_tensor_cache(), size_one:
+    with warnings.catch_warnings(record=True) as caught, no_fake_tensor_cache(), size_one:
         warnings.simplefilter("always")
         prog = _api.export(
             wrapper, _meta.example(model, _wrapper.example(layout, dtype)), None,
             input_names=in_names,
             output_names=out_names, dynamic_shapes=_wrapper.dynamic_shapes(layout), opset=opset,
-            optimize=optimize, precision=_HALF.get(dtype, "keep"))
+            optimize=optimize, precision=HALF.get(dtype, "keep"))
     notes.extend(str(w.message) for w in caught)
     return prog
-
-
-def _no_fake_tensor_cache() -> Any:
-    """torch.export's fake-tensor dispatch cache, off: with a decoder's symbolic dims,
-    checking and filling it costs more than the ops it saves (1.9 s against 2.9 s for
-    a two-layer Llama's capture, measured with torch 2.13). Only a cache: the program
-    is the same."""
-    import contextlib
-
-    try:
-        import torch._dynamo.config as dynamo_config
-    except ImportError:  # pragma: no cover - torch without dynamo
-        return contextlib.nullcontext()
-    if not hasattr(dynamo_config, "fake_tensor_cache_enabled"):
-        return contextlib.nullcontext()
-    return dynamo_config.patch(fake_tensor_cache_enabled=False)
 
 
 def _stamped(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.dtype,
@@ -573,29 +488,3 @@ def _load_pretrained(folder: Path, dtype: torch.dtype, config: Any = None,
             "Next step: export-llm exports decoder-only models with a *ForCausalLM class.",
         ) from exc
     return model.eval(), folder
-
-
-def _unique_node_names(model: ir.Model) -> None:
-    """Stamped layers copy their nodes' names, and the float32 groups of a half-precision
-    export add casts named by counting per capture: a name met twice gets a suffix
-    (onnxruntime refuses "two nodes with same node name")."""
-    seen: set[str] = set()
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        if not node.name:
-            continue
-        name, i = node.name, 1
-        while name in seen:
-            name, i = f"{node.name}_{i}", i + 1
-        node.name = name
-        seen.add(name)
-
-
-def _name_total_dims(model: ir.Model, prefix: str = "present.") -> None:
-    """The present outputs' length is past + sequence; genai's dim name is
-    total_sequence_length, the attention mask's."""
-    for value in model.graph.outputs:
-        if value.name and value.name.startswith(prefix) and value.shape is not None \
-                and not value.name.endswith((".conv", ".recurrent")):
-            dims = list(value.shape)
-            dims[2] = ir.SymbolicDim(_wrapper.TOTAL)
-            value.shape = ir.Shape(dims)
