@@ -282,6 +282,11 @@ def test_qwen2_5_vl_image_prompt_through_genais_processor_gives_the_models_token
     assert [i.name for i in decoder.graph.input][:3] == [
         "inputs_embeds", "attention_mask", "position_ids"]
     assert not [w.name for w in decoder.graph.initializer if "visual" in w.name]
+    # Each layer's attention one GroupQueryAttention (the model's rotary before it, on
+    # genai's three position rows), writing into genai's shared past buffer.
+    ops = [n.op_type for n in decoder.graph.node]
+    assert ops.count("GroupQueryAttention") == 3 and not result.warnings
+    assert result.genai_config["search"]["past_present_share_buffer"] is True
     rgb = np.random.default_rng(0).integers(0, 256, (*IMAGE, 3))
     _png(tmp / "image.png", rgb)
     prompt = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>what is it?"
@@ -310,6 +315,25 @@ def test_qwen2_5_vl_two_images_and_a_resized_one(image_export):
               "<|vision_start|><|image_pad|><|vision_end|>?")
     tensors, got = _genai_image_tokens(result.out_dir, prompt, [tmp / "a.png", tmp / "b.png"])
     assert tensors["image_grid_thw"].tolist() == [[1, 4, 6], [1, 4, 6]]
+    assert got == _image_reference(model, tensors)
+
+
+@pytest.mark.models
+def test_qwen2_5_vl_image_pipeline_with_standard_ops(tmp_path):
+    """``fused_ops=False``: the decoder's attention as the model's own ops (no
+    GroupQueryAttention, present = past + the new positions); the tokens on an image
+    prompt equal the model's."""
+    import numpy as np
+
+    model = _image_checkpoint(tmp_path / "ckpt", seed=4)
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx", image_size=IMAGE,
+                                fused_ops=False)
+    decoder = onnx.load(str(result.model_path), load_external_data=False)
+    assert "GroupQueryAttention" not in {n.op_type for n in decoder.graph.node}
+    assert result.genai_config["search"]["past_present_share_buffer"] is False
+    _png(tmp_path / "image.png", np.random.default_rng(5).integers(0, 256, (*IMAGE, 3)))
+    tensors, got = _genai_image_tokens(
+        result.out_dir, "<|vision_start|><|image_pad|><|vision_end|>hi", [tmp_path / "image.png"])
     assert got == _image_reference(model, tensors)
 
 

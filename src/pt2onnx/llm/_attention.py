@@ -154,7 +154,7 @@ def _split_layer_class() -> type:
 SplitLayer: Any = None
 
 
-def _setup() -> None:
+def setup() -> None:
     global SplitLayer
     if SplitLayer is None:
         _gqa_rule.define_ops()
@@ -340,7 +340,7 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
              past: list[torch.Tensor], **extra: torch.Tensor) -> tuple[torch.Tensor, ...]:
         from transformers import DynamicCache
 
-        _setup()
+        setup()
         cache: Any = DynamicCache()
         for i in range(self.num_layers):
             cache.update(past[2 * i], past[2 * i + 1], i)
@@ -393,7 +393,7 @@ def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
     inside the op leaves unread: the positions then come from the mask's lengths, as
     in the builder's graph)."""
     try:
-        _setup()
+        setup()
     except Exception as exc:  # transformers without AttentionInterface
         return f"transformers has no attention interface to register with ({exc})", False
     plain = _wrapper.wrap(model, layout)
@@ -403,14 +403,14 @@ def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
     if layout.uses_position_ids:
         # First without position_ids (two forwards fewer where that is the answer).
         bare = wrap(model, dataclasses.replace(layout, uses_position_ids=False), dtype)
-        if bare.has_tables and _agrees(bare, [a[:2] + a[3:] for a in examples], wants, dtype) \
+        if bare.has_tables and agrees(bare, [a[:2] + a[3:] for a in examples], wants, dtype) \
                 is None and bare.rotary_inside:
             return None, True
     fused = wrap(model, layout, dtype)
-    return _agrees(fused, examples, wants, dtype), False
+    return agrees(fused, examples, wants, dtype), False
 
 
-def _agrees(fused: FusedDecoderWithCache, examples: list[Any], wants: list[Any],
+def agrees(fused: FusedDecoderWithCache, examples: list[Any], wants: list[Any],
             dtype: torch.dtype) -> str | None:
     """None when ``fused`` gives ``wants`` on ``examples``, otherwise why not; its
     ``rotary_inside`` then says whether every layer rotated inside the op in all."""

@@ -20,14 +20,11 @@ from pt2onnx.frontends import converted_copy
 from pt2onnx.llm import (
     _attention,
     _families,
-    _fuse,
     _genai,
     _hybrid,
     _meta,
     _multi,
-    _norm,
     _quant,
-    _slices,
     _stamp,
     _vision,
     _whisper,
@@ -37,11 +34,11 @@ from pt2onnx.llm._families import Layout
 from pt2onnx.llm._files import (
     HALF,
     LLMExport,
+    fused_rewrites,
     name_total_dims,
     no_fake_tensor_cache,
     unique_node_names,
 )
-from pt2onnx.passes import unsplit_heads
 
 PRECISIONS = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
               "int4": torch.float32}
@@ -153,7 +150,7 @@ def _export_llm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str
         if image_size is not None:
             return _multi.export_vlm(
                 model_or_dir, out, dtype, precision, opset, tokenizer, fusion.requested,
-                (int4_block_size, int4_accuracy_level), image_size, start)
+                (int4_block_size, int4_accuracy_level), image_size, fuse_projections, start)
         model, folder, checkpoint = _load(model_or_dir, dtype, notes)
         config = model.config
         model_type = _families.check_family(config)
@@ -237,19 +234,7 @@ def _finish(model: Any, config: Any, folder: Path | None,
         notes.append(f"{model_type} is not one of the families export-llm is tested on; it "
                      "was exported as onnxruntime-genai's generic 'decoder' type.")
     name_total_dims(prog.model)
-    if fusion.on and _slices.rejoin_slices(prog.model):
-        # Phi's partial rotary (_attention._unrotated): the op now reads the model's
-        # split into heads, which the optimize stage's pass merges back.
-        unsplit_heads.apply(prog.model)
-        ir.passes.common.RemoveUnusedNodesPass()(prog.model)  # the split, unread
-    if fuse_projections and fusion.on:
-        _fuse.fuse_shared_input_matmuls(prog.model, accept=_attention.reads_packed)
-    if fusion.on:
-        _attention.pack_qkv(prog.model)
-        _attention.drop_reshape_round_trips(prog.model)
-    if fusion.requested:
-        _norm.fuse_rms_norms(prog.model)
-        _norm.fuse_skip_norms(prog.model)
+    fused_rewrites(prog.model, fusion.on, fusion.requested, fuse_projections)
     quantized = []
     if precision == "int4":
         quantized = _quant.quantize_model(prog.model, int4_block_size, int4_accuracy_level)

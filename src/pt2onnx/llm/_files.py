@@ -11,8 +11,9 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx.llm import _wrapper
+from pt2onnx.llm import _attention, _fuse, _norm, _slices, _wrapper
 from pt2onnx.llm._families import Layout
+from pt2onnx.passes import unsplit_heads
 
 # The model is loaded in its dtype already; export's precision= adds the float32 ops.
 HALF = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
@@ -105,3 +106,24 @@ def name_total_dims(model: ir.Model, prefix: str = "present.") -> None:
             dims = list(value.shape)
             dims[2] = ir.SymbolicDim(_wrapper.TOTAL)
             value.shape = ir.Shape(dims)
+
+
+def fused_rewrites(model: ir.Model, attention: bool, norms: bool, projections: bool) -> None:
+    """A decoder graph's rewrites to onnxruntime's fused forms: with the attention
+    fused, the slices Phi's partial rotary left rejoined, the q/k/v projections
+    GroupQueryAttention reads packed (``projections``), reshape round trips dropped;
+    with fused ops asked for (``norms``), the RMSNorms as SimplifiedLayerNormalization
+    (and the residual adds before them as SkipSimplifiedLayerNormalization)."""
+    if attention and _slices.rejoin_slices(model):
+        # Phi's partial rotary (_attention._unrotated): the op now reads the model's
+        # split into heads, which the optimize stage's pass merges back.
+        unsplit_heads.apply(model)
+        ir.passes.common.RemoveUnusedNodesPass()(model)  # the split, unread
+    if projections and attention:
+        _fuse.fuse_shared_input_matmuls(model, accept=_attention.reads_packed)
+    if attention:
+        _attention.pack_qkv(model)
+        _attention.drop_reshape_round_trips(model)
+    if norms:
+        _norm.fuse_rms_norms(model)
+        _norm.fuse_skip_norms(model)

@@ -11,10 +11,11 @@ from typing import Any
 import torch
 
 from pt2onnx.frontends import converted_copy
-from pt2onnx.llm import _genai, _quant, _vision, _whisper
+from pt2onnx.llm import _attention, _genai, _quant, _vision, _whisper
 from pt2onnx.llm._files import (
     LLMExport,
     capture_module,
+    fused_rewrites,
     name_total_dims,
     unique_node_names,
 )
@@ -67,14 +68,11 @@ def export_whisper(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: 
 
 def export_vlm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str,
                opset: int | None, tokenizer: Any, fused: bool, int4: tuple[int, int],
-               image_size: tuple[int, int], start: float) -> LLMExport:
+               image_size: tuple[int, int], fuse_projections: bool,
+               start: float) -> LLMExport:
     """Qwen2.5-VL's vision.onnx, embedding.onnx and model.onnx, with genai_config.json
     of type qwen2_5_vl and processor_config.json (see _vision)."""
     notes: list[str] = []
-    if fused:
-        notes.append("qwen2_5_vl image pipeline: the decoder's attention was not fused (its "
-                     "rotary reads three position rows, which genai computes per image); the "
-                     "model's own ops were exported.")
     model: Any
     if isinstance(model_or_dir, torch.nn.Module):
         config = model_or_dir.config
@@ -98,19 +96,24 @@ def export_vlm(model_or_dir: Any, out: Path, dtype: torch.dtype, precision: str,
                                _vision.embedding_example(config, layout, dtype),
                                ["input_ids", "image_features"], ["inputs_embeds"],
                                _vision.embedding_dims(), dtype, opset, notes, VLM_TESTS)
+    wrapper, why = _vision.decoder(model, layout, dtype, fused)
+    if why is not None:
+        notes.append(f"the decoder's attention was not fused into GroupQueryAttention ({why}); "
+                     "the model's own attention ops were exported instead.")
     dec_in, dec_out = _vision.decoder_names(layout.num_layers)
-    decoder = capture_module(_vision.DecoderForGenai(model, layout.num_layers),
-                             _vision.decoder_example(layout, dtype), dec_in, dec_out,
+    decoder = capture_module(wrapper, _vision.decoder_example(layout, dtype), dec_in, dec_out,
                              _vision.decoder_dims(layout.num_layers), dtype, opset, notes,
                              VLM_TESTS)
     name_total_dims(decoder.model)
+    fused_rewrites(decoder.model, why is None and fused, fused, fuse_projections)
     quantized: list[str] = []
     paths = [_save(vision, out / _vision.VISION_FILE, None, quantized),
              _save(embedding, out / _vision.EMBEDDING_FILE, None, quantized),
              _save(decoder, out / MODEL_FILE, int4 if precision == "int4" else None, quantized)]
     generation = getattr(model, "generation_config", None)
     cfg = _genai.config_dict(layout, config, generation, MODEL_FILE,
-                             ["input_ids", "attention_mask", "position_ids"])
+                             ["input_ids", "attention_mask", "position_ids"],
+                             share_buffer=_attention.shares_buffer(decoder.model))
     cfg = _vision.genai_sections(config, layout, cfg, image_size)
     _genai.write_config(out, cfg)
     (out / _vision.PROCESSOR_FILE).write_text(

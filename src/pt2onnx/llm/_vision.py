@@ -34,7 +34,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import InvalidInputError
-from pt2onnx.llm import _families, _wrapper
+from pt2onnx.llm import _attention, _families, _wrapper
 from pt2onnx.llm._families import Layout
 
 MODEL_TYPE = GENAI_TYPE = "qwen2_5_vl"
@@ -210,6 +210,45 @@ class DecoderForGenai(torch.nn.Module):
         for layer in _wrapper.output_cache(out).layers:
             presents += [layer.keys, layer.values]
         return (out.logits, *presents)
+
+
+class FusedDecoderForGenai(_attention.FusedDecoderWithCache):
+    """As DecoderForGenai, with each layer's attention one GroupQueryAttention: the
+    model's own rotary runs before it, on genai's three position rows (which the op's
+    one-row rotary can't read), and the op takes the rotated query and key."""
+
+    def __init__(self, model: Any, num_layers: int) -> None:
+        super().__init__(model, num_layers, None)
+
+    def forward(self, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor,
+                position_ids: torch.Tensor, past: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        return self.step(None, attention_mask, past,  # type: ignore[arg-type]
+                         inputs_embeds=inputs_embeds, position_ids=position_ids)
+
+
+def decoder(model: Any, layout: Layout, dtype: torch.dtype,
+            fused: bool) -> tuple[torch.nn.Module, str | None]:
+    """The decoder wrapper: the fused one where it computes what the plain one does on
+    a first step (empty past) and a step over a past, with three different position
+    rows; otherwise the plain one and why (None: as asked)."""
+    plain = DecoderForGenai(model, layout.num_layers)
+    if not fused:
+        return plain, None
+    if dtype == torch.bfloat16:
+        return plain, "onnxruntime's CPU provider has no bfloat16 GroupQueryAttention"
+    examples = [decoder_example(layout, dtype, past=past) for past in (0, 5)]
+    for args in examples:  # the rows differ, as for an image's tokens
+        args[2][1] += 2
+        args[2][2] += 5
+    with torch.no_grad():
+        wants = [plain(*args) for args in examples]
+    try:
+        _attention.setup()
+    except Exception as exc:  # transformers without AttentionInterface
+        return plain, f"transformers has no attention interface to register with ({exc})"
+    fused_wrapper = FusedDecoderForGenai(model, layout.num_layers)
+    why = _attention.agrees(fused_wrapper, examples, wants, dtype)
+    return (plain, why) if why is not None else (fused_wrapper, None)
 
 
 def layout(config: Any) -> Layout:
