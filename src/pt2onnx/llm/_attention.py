@@ -338,13 +338,10 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
 
     def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              past: list[torch.Tensor], **extra: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        from transformers import DynamicCache
-
         setup()
-        cache: Any = DynamicCache()
-        for i in range(self.num_layers):
-            cache.update(past[2 * i], past[2 * i + 1], i)
-        for layer in cache.layers:
+        cache: Any = self._new_cache(past)
+        attention = self._attention_layers(cache)
+        for layer in attention:
             layer.__class__ = SplitLayer
             layer.new = layer.present = None
             layer.rotary = False
@@ -355,21 +352,42 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
         cache.interleaved = self.interleaved
         _ACTIVE.append(cache)
         try:
-            with _implementation(self.model.config, NAME), _recording_rotary(self.model, cache):
+            with _implementation(self.model.config, NAME), \
+                    _recording_rotary(self.model, cache), self._context():
                 out = self.model(input_ids=input_ids, attention_mask=attention_mask,
                                  **{_families.cache_keyword(self.model): cache},
                                  use_cache=True, **extra)
         finally:
             _ACTIVE.pop()
         # Whether every layer's rotary went into the op (position_ids then unused).
-        self.rotary_inside = all(layer.rotary for layer in cache.layers)
-        presents: list[torch.Tensor] = []
-        for i, layer in enumerate(cache.layers):
-            if layer.present is None:
-                raise NotFusable(f"layer {i}'s attention did not go through transformers' "
-                                 "AttentionInterface")
-            presents += list(layer.present)
-        return (out.logits, *presents)
+        self.rotary_inside = all(layer.rotary for layer in attention)
+        return (out.logits, *self._states(cache))
+
+    # What a hybrid cache (_hybrid.FusedHybridDecoderWithCache) does differently.
+    def _new_cache(self, past: list[torch.Tensor]) -> Any:
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        for i in range(self.num_layers):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        return cache
+
+    def _attention_layers(self, cache: Any) -> list[Any]:
+        return list(cache.layers)
+
+    def _context(self) -> Any:
+        return contextlib.nullcontext()
+
+    def _states(self, cache: Any) -> list[torch.Tensor]:
+        return [x for i, layer in enumerate(cache.layers) for x in present(i, layer)]
+
+
+def present(i: int, layer: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The present keys and values the op returned for layer ``i``."""
+    if layer.present is None:
+        raise NotFusable(f"layer {i}'s attention did not go through transformers' "
+                         "AttentionInterface")
+    return layer.present
 
 
 class FusedDecoderWithCacheNoPositions(FusedDecoderWithCache):
@@ -380,8 +398,12 @@ class FusedDecoderWithCacheNoPositions(FusedDecoderWithCache):
 
 def wrap(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
          rotary: bool = True) -> FusedDecoderWithCache:
-    cls = FusedDecoderWithCache if layout.uses_position_ids else FusedDecoderWithCacheNoPositions
     tables = rotary_tables(model, layout, dtype) if rotary else None
+    if layout.layer_kinds:
+        from pt2onnx.llm import _hybrid
+
+        return _hybrid.fused(model, layout, tables)
+    cls = FusedDecoderWithCache if layout.uses_position_ids else FusedDecoderWithCacheNoPositions
     return cls(model, layout.num_layers, tables)
 
 

@@ -296,15 +296,11 @@ def _graph(model: torch.nn.Module, config: Any, model_type: str, dtype: torch.dt
     the model is on the meta device."""
     prog = layout = None
     if _hybrid.is_hybrid(model_type):
-        # Its convolution layers are neither GroupQueryAttention nor stamped (one
-        # capture of every layer); the attention layers keep the model's own ops.
-        if fusion.on:
-            notes.append(f"{model_type}: the attention was not fused into "
-                         "GroupQueryAttention (export-llm fuses key/value-only decoders); "
-                         "the model's own attention ops were exported instead.")
-        fusion.on = False
+        # Not stamped (one capture of every layer); the attention layers fused as any
+        # decoder's where the check finds the op computes what they do.
         layout = _hybrid.layout(model, config, model_type)
         prog = _capture(model, layout, dtype, opset, notes, fusion=fusion)
+        layout = fusion.layout(layout)
         stamp = False
     if stamp:
         prog, layout = _stamped(model, config, model_type, dtype, opset, notes, fusion)

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from pt2onnx.llm import _delta, _families
+from pt2onnx.llm import _attention, _delta, _families
 from pt2onnx.llm._families import Layout
 
 CONV = "conv"
@@ -133,48 +133,59 @@ class HybridDecoderWithCache(torch.nn.Module):
 
     def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              past: list[torch.Tensor], **extra: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        cache = self._cache(list(past))
+        cache = new_cache(self.model, self.kinds, self.conv_cache, list(past))
         with _delta.replaced(self.model):
             out = self.model(input_ids=input_ids, attention_mask=attention_mask,
                              **{_families.cache_keyword(self.model): cache}, use_cache=True,
                              **extra)
-        result: list[torch.Tensor] = [out.logits]
-        for i, kind in enumerate(self.kinds):
-            layer: Any = cache.layers[i]
-            if kind in _STATES:
-                result.append(layer.conv_states[0][..., -self.conv_cache:])
-                if kind == LINEAR:
-                    result.append(layer.recurrent_states[0])
-            else:
-                result += [layer.keys, layer.values]
-        return tuple(result)
+        return (out.logits, *states(cache, self.kinds, self.conv_cache,
+                                    lambda i, layer: (layer.keys, layer.values)))
 
-    def _cache(self, states: list[torch.Tensor]) -> Any:
-        from transformers import DynamicCache
 
-        config: Any = getattr(self.model, "config", None)
-        cache = DynamicCache(config=config)
-        it = iter(states)
-        for i, kind in enumerate(self.kinds):
-            layer: Any = cache.layers[i]
-            if kind in _STATES:
-                state = next(it)
-                # Recording its past, the layer concatenates the state and the new inputs
-                # (for one token too) and keeps the whole; the width is the kernel's.
-                layer.record_past = True
-                layer.dtype, layer.device = state.dtype, state.device
-                layer.conv_states[0] = state
-                layer.conv_kernel_size[0] = self.conv_cache + 1
-                layer.is_conv_states_initialized[0] = True
-                layer.has_previous_state[0] = True
-                if kind == LINEAR:
-                    # The layer copies the new state into this tensor: a copy of the
-                    # input, which stays unchanged.
-                    layer.recurrent_states[0] = next(it).clone()
-                    layer.is_recurrent_states_initialized[0] = True
-            else:
-                cache.update(next(it), next(it), i)
-        return cache
+def new_cache(model: torch.nn.Module, kinds: tuple[str, ...], conv_cache: int,
+              states: list[torch.Tensor]) -> Any:
+    """The cache the model builds from its config, holding the given states."""
+    from transformers import DynamicCache
+
+    config: Any = getattr(model, "config", None)
+    cache = DynamicCache(config=config)
+    it = iter(states)
+    for i, kind in enumerate(kinds):
+        layer: Any = cache.layers[i]
+        if kind in _STATES:
+            state = next(it)
+            # Recording its past, the layer concatenates the state and the new inputs
+            # (for one token too) and keeps the whole; the width is the kernel's.
+            layer.record_past = True
+            layer.dtype, layer.device = state.dtype, state.device
+            layer.conv_states[0] = state
+            layer.conv_kernel_size[0] = conv_cache + 1
+            layer.is_conv_states_initialized[0] = True
+            layer.has_previous_state[0] = True
+            if kind == LINEAR:
+                # The layer copies the new state into this tensor: a copy of the
+                # input, which stays unchanged.
+                layer.recurrent_states[0] = next(it).clone()
+                layer.is_recurrent_states_initialized[0] = True
+        else:
+            cache.update(next(it), next(it), i)
+    return cache
+
+
+def states(cache: Any, kinds: tuple[str, ...], conv_cache: int,
+           key_values: Any) -> list[torch.Tensor]:
+    """The states after a forward, in layer order; ``key_values(i, layer)`` gives an
+    attention layer's present keys and values."""
+    result: list[torch.Tensor] = []
+    for i, kind in enumerate(kinds):
+        layer: Any = cache.layers[i]
+        if kind in _STATES:
+            result.append(layer.conv_states[0][..., -conv_cache:])
+            if kind == LINEAR:
+                result.append(layer.recurrent_states[0])
+        else:
+            result += list(key_values(i, layer))
+    return result
 
 
 class HybridDecoderWithCacheNoPositions(HybridDecoderWithCache):
@@ -189,3 +200,39 @@ def wrap(model: torch.nn.Module, layout: Layout) -> HybridDecoderWithCache:
     cls = HybridDecoderWithCache if layout.uses_position_ids \
         else HybridDecoderWithCacheNoPositions
     return cls(model, layout)
+
+
+class FusedHybridDecoderWithCache(_attention.FusedDecoderWithCache):
+    """As HybridDecoderWithCache, with each attention layer one GroupQueryAttention
+    (its rotary inside where the tables fit, as for a key/value-only decoder)."""
+
+    def __init__(self, model: torch.nn.Module, layout: Layout,
+                 tables: _attention.Tables | None) -> None:
+        super().__init__(model, layout.num_layers, tables)
+        self.kinds = layout.layer_kinds
+        self.conv_cache = layout.conv_cache
+
+    def _new_cache(self, past: list[torch.Tensor]) -> Any:
+        return new_cache(self.model, self.kinds, self.conv_cache, list(past))
+
+    def _attention_layers(self, cache: Any) -> list[Any]:
+        return [cache.layers[i] for i, kind in enumerate(self.kinds) if kind not in _STATES]
+
+    def _context(self) -> Any:
+        return _delta.replaced(self.model)
+
+    def _states(self, cache: Any) -> list[torch.Tensor]:
+        return states(cache, self.kinds, self.conv_cache, _attention.present)
+
+
+class FusedHybridDecoderWithCacheNoPositions(FusedHybridDecoderWithCache):
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,  # type: ignore[override]
+                past: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        return self.step(input_ids, attention_mask, past)
+
+
+def fused(model: torch.nn.Module, layout: Layout,
+          tables: _attention.Tables | None) -> FusedHybridDecoderWithCache:
+    cls = FusedHybridDecoderWithCache if layout.uses_position_ids \
+        else FusedHybridDecoderWithCacheNoPositions
+    return cls(model, layout, tables)

@@ -480,4 +480,5 @@ def stand_in(model: torch.nn.Module, layout: Any, dtype: torch.dtype) -> tuple[A
         except TypeError:  # transformers < 4.56 names it torch_dtype
             real = auto_class(cut).from_config(cut, torch_dtype=dtype)
     return real.eval(), dataclasses.replace(layout, num_layers=keep,
-                                            vocab_size=min(layout.vocab_size, _STAND_IN_VOCAB))
+                                            vocab_size=min(layout.vocab_size, _STAND_IN_VOCAB),
+                                            layer_kinds=tuple(layout.layer_kinds[:keep]))
