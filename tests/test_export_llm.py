@@ -222,6 +222,14 @@ def test_lfm2_convolution_states_in_genais_layout(tmp_path):
     assert decoder["conv_cache_size"] == 2
     assert decoder["inputs"]["past_conv_names"] == "past.%d.conv"
     assert decoder["outputs"]["present_conv_names"] == "present.%d.conv"
+    # The convolutions as onnxruntime's CausalConvWithState (state in, state out), the
+    # attention layer as GroupQueryAttention, as the builder writes them.
+    import onnx
+
+    ops = [n.op_type for n in onnx.load(str(result.model_path), load_external_data=False)
+           .graph.node]
+    assert ops.count("CausalConvWithState") == 2 and "Conv" not in ops
+    assert ops.count("GroupQueryAttention") == 1
     session = ort.InferenceSession(str(result.model_path), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     assert names == ["input_ids", "attention_mask", "position_ids", "past.0.conv",
@@ -244,6 +252,29 @@ def test_lfm2_convolution_states_in_genais_layout(tmp_path):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w.numpy(), atol=1e-4, rtol=1e-4)
     assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+def test_lfm2_unpadded_convolution_keeps_the_steps_outputs():
+    """What export-llm's hybrid wrappers swap LFM2's causal_conv1d_fn for (the
+    convolution of the state and the new inputs without padding): the last S outputs,
+    all the layer keeps, equal transformers' for one and several new inputs, with and
+    without a bias; outside the wrappers the function is the model's again."""
+    from transformers.models.lfm2 import modeling_lfm2
+
+    from pt2onnx.llm import _conv
+
+    module = transformers.Lfm2ForCausalLM(FAMILIES["lfm2"]())
+    original = modeling_lfm2.causal_conv1d_fn
+    g = torch.Generator().manual_seed(0)
+    for seq, bias in ((1, None), (4, torch.randn(8, generator=g))):
+        full = torch.randn(2, 8, 2 + seq, generator=g)  # the state (K - 1 = 2) and seq new
+        weight = torch.randn(8, 3, generator=g)
+        want = original(full, weight, bias)[:, :, -seq:]
+        with _conv.valid_convolution(module):
+            got = modeling_lfm2.causal_conv1d_fn(full, weight, bias)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert modeling_lfm2.causal_conv1d_fn is original
 
 
 @pytest.mark.models

@@ -11,7 +11,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx.llm import _attention, _fuse, _norm, _slices, _wrapper
+from pt2onnx.llm import _attention, _conv, _fuse, _norm, _slices, _wrapper
 from pt2onnx.llm._families import Layout
 from pt2onnx.passes import unsplit_heads
 
@@ -113,7 +113,8 @@ def fused_rewrites(model: ir.Model, attention: bool, norms: bool, projections: b
     fused, the slices Phi's partial rotary left rejoined, the q/k/v projections
     GroupQueryAttention reads packed (``projections``), reshape round trips dropped;
     with fused ops asked for (``norms``), the RMSNorms as SimplifiedLayerNormalization
-    (and the residual adds before them as SkipSimplifiedLayerNormalization)."""
+    (and the residual adds before them as SkipSimplifiedLayerNormalization), and LFM2's
+    convolutions as CausalConvWithState."""
     if attention and _slices.rejoin_slices(model):
         # Phi's partial rotary (_attention._unrotated): the op now reads the model's
         # split into heads, which the optimize stage's pass merges back.
@@ -127,3 +128,4 @@ def fused_rewrites(model: ir.Model, attention: bool, norms: bool, projections: b
     if norms:
         _norm.fuse_rms_norms(model)
         _norm.fuse_skip_norms(model)
+        _conv.fuse_causal_convs(model)

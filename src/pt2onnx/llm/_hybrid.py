@@ -25,11 +25,13 @@ names. The recurrence runs as one scan over the tokens (see ``_delta``).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from pt2onnx.llm import _attention, _delta, _families
+from pt2onnx.llm import _attention, _conv, _delta, _families
 from pt2onnx.llm._families import Layout
 
 CONV = "conv"
@@ -134,12 +136,20 @@ class HybridDecoderWithCache(torch.nn.Module):
     def step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              past: list[torch.Tensor], **extra: torch.Tensor) -> tuple[torch.Tensor, ...]:
         cache = new_cache(self.model, self.kinds, self.conv_cache, list(past))
-        with _delta.replaced(self.model):
+        with replaced(self.model):
             out = self.model(input_ids=input_ids, attention_mask=attention_mask,
                              **{_families.cache_keyword(self.model): cache}, use_cache=True,
                              **extra)
         return (out.logits, *states(cache, self.kinds, self.conv_cache,
                                     lambda i, layer: (layer.keys, layer.values)))
+
+
+@contextlib.contextmanager
+def replaced(model: torch.nn.Module) -> Iterator[None]:
+    """The model's functions export-llm swaps while a hybrid wrapper runs: the gated
+    delta rule as one loop (``_delta``), LFM2's convolution without padding (``_conv``)."""
+    with _delta.replaced(model), _conv.valid_convolution(model):
+        yield
 
 
 def new_cache(model: torch.nn.Module, kinds: tuple[str, ...], conv_cache: int,
@@ -219,7 +229,7 @@ class FusedHybridDecoderWithCache(_attention.FusedDecoderWithCache):
         return [cache.layers[i] for i, kind in enumerate(self.kinds) if kind not in _STATES]
 
     def _context(self) -> Any:
-        return _delta.replaced(self.model)
+        return replaced(self.model)
 
     def _states(self, cache: Any) -> list[torch.Tensor]:
         return states(cache, self.kinds, self.conv_cache, _attention.present)
