@@ -66,6 +66,11 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "olmo": {}, "smollm3": {"no_rope_layer_interval": 4}, "ernie4_5": {"head_dim": 64},
     "hunyuan_v1_dense": {"head_dim": 64},
     "lfm2": {"layer_types": ["conv", "conv", "full_attention"] * 4},
+    # The builder takes Qwen3.5 as Qwen3_5ForConditionalGeneration (a one-block vision
+    # tower beside the text decoder here); both write its text decoder.
+    "qwen3_5": {"head_dim": 64, "linear_key_head_dim": 64, "linear_value_head_dim": 64,
+                "linear_num_key_heads": 4, "linear_num_value_heads": 8,
+                "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 3},
 }
 
 
@@ -90,6 +95,12 @@ def _config(name: str, size_name: str) -> Any:
         extra["head_dim"] = size["hidden_size"] // size["num_attention_heads"]
     if name == "lfm2":  # LFM2 names its MLP width its own way
         extra["block_ff_dim"] = size["intermediate_size"]
+    if name == "qwen3_5":
+        ids = {k: size.pop(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+        return transformers.Qwen3_5Config(
+            text_config=dict(size, **extra, **ids), tie_word_embeddings=False,
+            vision_config=dict(depth=1, hidden_size=64, intermediate_size=128, num_heads=2,
+                               out_hidden_size=size["hidden_size"]), **ids)
     return transformers.AutoConfig.for_model(name, tie_word_embeddings=False, **size, **extra)
 
 
@@ -100,7 +111,10 @@ def _checkpoint(name: str, folder: Path, size_name: str) -> int:
 
     torch.manual_seed(0)
     cfg = _config(name, size_name)
-    model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    if name == "qwen3_5":
+        model = transformers.Qwen3_5ForConditionalGeneration(cfg).eval()
+    else:
+        model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
     # transformers initialises biases to 0 and norm weights to 1, and the builder leaves
     # out a bias that is all zeros; a trained checkpoint's are not, so these get noise.
     g = torch.Generator().manual_seed(1)
@@ -110,7 +124,8 @@ def _checkpoint(name: str, folder: Path, size_name: str) -> int:
                 p.add_(torch.randn(p.shape, generator=g) * 0.1)
     model.save_pretrained(folder)
     vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}
-    vocab.update({f"w{i}": i for i in range(4, cfg.vocab_size)})
+    vocab_size = cfg.get_text_config().vocab_size
+    vocab.update({f"w{i}": i for i in range(4, vocab_size)})
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = transformers.PreTrainedTokenizerFast(

@@ -51,13 +51,14 @@ def _uses_attention_interface(family: str) -> bool:
 
 
 FUSED = ["ernie4_5", "gemma", "gemma2", "gemma3_text", "gpt2", "gpt_neox", "granite", "granitemoe",
-         "granitemoehybrid", "hunyuan_v1_dense", "llama", "mistral", "mixtral", "nemotron",
-         "olmo", "olmoe", "opt", "phi", "phi3", "phimoe", "qwen2", "qwen3", "qwen3_moe",
-         "smollm3"]
+         "granitemoehybrid", "hunyuan_v1_dense", "lfm2", "llama", "mistral", "mixtral",
+         "nemotron", "olmo", "olmoe", "opt", "phi", "phi3", "phimoe", "qwen2", "qwen3",
+         "qwen3_moe", "smollm3"]
+# LFM2: one attention layer between two convolution layers (their states beside it).
+ATTENTION_LAYERS = {"lfm2": 1}
 # BLOOM, GPT-J before transformers 5.24: their own attention code (no AttentionInterface);
 # Falcon adds ALiBi to a mask transformers no longer builds; GPT-OSS has sink logits.
-FALLBACK = {"bloom": "AttentionInterface", "falcon": "Error", "gpt_oss": "sink",
-            "lfm2": "key/value-only"}  # LFM2: convolution layers beside the attention
+FALLBACK = {"bloom": "AttentionInterface", "falcon": "Error", "gpt_oss": "sink"}
 if _uses_attention_interface("gptj"):
     FUSED.append("gptj")
 else:
@@ -173,7 +174,7 @@ def test_fused_family_generates_transformers_greedy_tokens(name, tmp_path):
     result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
     assert not [w for w in result.warnings if "not fused" in w], result.warnings
     proto, _ = _ops(result.model_path)
-    assert len(_gqa_nodes(proto)) == LAYERS
+    assert len(_gqa_nodes(proto)) == ATTENTION_LAYERS.get(name, LAYERS)
     # The value goes in as projected, not split into heads and merged again
     # (passes/unsplit_heads.py; gpt2 packs q, k and v into the first input, and
     # gpt_neox splits one packed projection into heads, which no merge undoes).
