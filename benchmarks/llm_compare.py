@@ -271,10 +271,24 @@ def main() -> int:
                             times[k].append(seconds)
                             rss[k].append(peak)
                     export_s = {k: min(v) for k, v in times.items()}
-                    runs = _decode_repeats(outs, prompt, args.repeats, env)
+                    try:
+                        runs = _decode_repeats(outs, prompt, args.repeats, env)
+                    except RuntimeError as exc:  # name the folder genai fails on
+                        bad = []
+                        for k in outs:
+                            try:
+                                _decode_repeats({k: outs[k]}, prompt, 1, env)
+                            except RuntimeError:
+                                bad.append(k)
+                        exports = "; ".join(
+                            f"{k} export {export_s[k]:.1f} s, {min(rss[k]):.0f} MB"
+                            for k in outs)
+                        raise RuntimeError(f"{' and '.join(bad) or 'a'} folder fails in "
+                                           f"genai ({exports}): "
+                                           f"{str(exc).strip().splitlines()[-1]}") from None
                 except RuntimeError as exc:  # one exporter failed: say which, go on
                     failed = {"model": name, "precision": precision,
-                              "failed": str(exc).split(":")[0],
+                              "failed": str(exc).split(": ")[0],
                               "error": str(exc).strip().splitlines()[-1][:300]}
                     rows.append(failed)
                     print(json.dumps(failed), flush=True)

@@ -219,6 +219,7 @@ def _export_refined_any(
             narrowed = narrowed or refined
         if narrowed is not None:
             return _past_a_cap(module, *scaled, spec, strict, narrowed)
+        del scaled  # before the next candidate is made
     # The example as given, size-obliviously: its errors are the ones to show.
     try:
         refined = _export_refined(module, args, kwargs, spec, strict)

@@ -10,7 +10,7 @@ stay valid), or cropping them.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import sympy
@@ -234,9 +234,12 @@ def _reshaped(t: torch.Tensor, shape: list[int]) -> torch.Tensor:
 def scaled_examples(
     args: tuple[Any, ...], kwargs: dict[str, Any], inputs: dict[str, Any],
     declared: list[DeclaredAxis],
-) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
     """The example with every declared dim grown, when one of them has size 1: the
-    inputs to try capturing on, in order.
+    inputs to try capturing on, in order, made one at a time (a candidate is built
+    only if the ones before it did not capture; each is a copy of the inputs, and
+    Whisper's decoder, its cross-attention caches grown to batch 8, held three at once
+    took 400 MB).
 
     Even size-obliviously, a size-1 example can steer torch.export into a graph that
     is wrong at other sizes (T5's attention, traced at batch 1, reshapes by
@@ -248,16 +251,15 @@ def scaled_examples(
     when no declared dim has size 1, or when growing leaves a Dim's range.
     """
     if not any(a.size == 1 for a in declared):
-        return []
+        return
     # Dim.AUTO axes may be ones the model fixes (a feature size): only their 1s grow.
     declared = [a for a in declared if a.name is not None or a.size == 1]
     others = sorted({2 * a.size for a in declared if a.size > 1 and a.name is not None})
-    found = []
     for ones_to in [None, *others[-1:], _aligned(declared, inputs)]:
         grown = _grown(args, kwargs, inputs, declared, ones_to)
         if grown is not None:
-            found.append(grown)
-    return found
+            yield grown
+            del grown  # the caller's copy is the one alive while the next is made
 
 
 def _aligned(declared: list[DeclaredAxis], inputs: dict[str, Any]) -> dict[int, int]:
