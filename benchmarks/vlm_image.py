@@ -87,12 +87,10 @@ def _vision_side_by_side(folder: Path, tmp: Path) -> None:
     import transformers
 
     import pt2onnx
-    from pt2onnx.llm import _vision
+    from pt2onnx.llm import vision_wrapper
 
     model = transformers.Qwen2_5_VLForConditionalGeneration.from_pretrained(folder).eval()
-    grid = _vision.check(model.config, (SIZE, SIZE), "fp32")
-    wrapper = _vision.VisionForGenai(model.model.visual, grid)
-    args = (_vision.pixel_example(model.config, grid), torch.tensor([grid]))
+    wrapper, args = vision_wrapper(model, SIZE)
     with torch.no_grad():
         want = wrapper(*args).numpy()
     feeds = {"pixel_values": args[0].numpy(), "image_grid_thw": args[1].numpy()}

@@ -355,12 +355,21 @@ def test_qwen2_5_vl_vision_file_refuses_another_grid(image_export):
     import numpy as np
     import onnxruntime as ort
 
-    _, result, _ = image_export
+    model, result, _ = image_export
     session = ort.InferenceSession(str(result.files["vision.onnx"]))
-    pixels = np.zeros((24, 1176), np.float32)
+    pixels = np.random.default_rng(0).standard_normal((24, 1176)).astype(np.float32)
     features = session.run(None, {"pixel_values": pixels,
                                   "image_grid_thw": np.array([[1, 4, 6]])})[0]
     assert features.shape == (6, 64)
+    # The file computes what pt2onnx.llm.vision_wrapper (the module it was captured
+    # from) does, which is the model's own vision tower on that grid.
+    wrapper, _ = pt2onnx.llm.vision_wrapper(model, IMAGE)
+    with torch.no_grad():
+        want = model.model.visual(torch.from_numpy(pixels),
+                                  grid_thw=torch.tensor([[1, 4, 6]])).pooler_output
+        np.testing.assert_allclose(wrapper(torch.from_numpy(pixels), None).numpy(),
+                                   want.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(features, want.numpy(), rtol=1e-4, atol=1e-5)
     with pytest.raises(Exception, match="image_grid_thw_must_be_1x4x6_the_image_56x84"):
         session.run(None, {"pixel_values": pixels, "image_grid_thw": np.array([[1, 6, 4]])})
     with pytest.raises(Exception, match="pixel_values"):

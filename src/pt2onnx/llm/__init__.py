@@ -8,5 +8,6 @@ from pt2onnx.llm._export import export_llm
 from pt2onnx.llm._files import LLMExport
 from pt2onnx.llm._meta import params_on_meta
 from pt2onnx.llm._quant import quantize_rtn
+from pt2onnx.llm._vision import vision_wrapper
 
-__all__ = ["LLMExport", "export_llm", "params_on_meta", "quantize_rtn"]
+__all__ = ["LLMExport", "export_llm", "params_on_meta", "quantize_rtn", "vision_wrapper"]

@@ -21,7 +21,6 @@ plain one before the capture; export-llm then writes the plain graph, with a not
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -394,42 +393,6 @@ class FusedDecoderWithCacheNoPositions(FusedDecoderWithCache):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,  # type: ignore[override]
                 past: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         return self.step(input_ids, attention_mask, past)
-
-
-def wrap(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
-         rotary: bool = True) -> FusedDecoderWithCache:
-    tables = rotary_tables(model, layout, dtype) if rotary else None
-    if layout.layer_kinds:
-        from pt2onnx.llm import _hybrid
-
-        return _hybrid.fused(model, layout, tables)
-    cls = FusedDecoderWithCache if layout.uses_position_ids else FusedDecoderWithCacheNoPositions
-    return cls(model, layout.num_layers, tables)
-
-
-def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
-          ) -> tuple[str | None, bool]:
-    """(None when the fused wrapper computes what the plain one does on the capture's
-    example, a first step with an empty past and then a step over a past, otherwise
-    why not; whether it does so without position_ids, which every layer's rotary
-    inside the op leaves unread: the positions then come from the mask's lengths, as
-    in the builder's graph)."""
-    try:
-        setup()
-    except Exception as exc:  # transformers without AttentionInterface
-        return f"transformers has no attention interface to register with ({exc})", False
-    plain = _wrapper.wrap(model, layout)
-    examples = [_wrapper.example(layout, dtype, seq=3, past=past) for past in (0, 5)]
-    with torch.no_grad():
-        wants = [plain(*args) for args in examples]
-    if layout.uses_position_ids:
-        # First without position_ids (two forwards fewer where that is the answer).
-        bare = wrap(model, dataclasses.replace(layout, uses_position_ids=False), dtype)
-        if bare.has_tables and agrees(bare, [a[:2] + a[3:] for a in examples], wants, dtype) \
-                is None and bare.rotary_inside:
-            return None, True
-    fused = wrap(model, layout, dtype)
-    return agrees(fused, examples, wants, dtype), False
 
 
 def agrees(fused: FusedDecoderWithCache, examples: list[Any], wants: list[Any],

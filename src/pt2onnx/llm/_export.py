@@ -20,6 +20,7 @@ from pt2onnx.frontends import converted_copy
 from pt2onnx.llm import (
     _attention,
     _families,
+    _fusion,
     _genai,
     _hybrid,
     _meta,
@@ -273,14 +274,14 @@ class _Fusion:
             # The check compares values: a model on the meta device has none, so it
             # runs on a stand-in with random weights of the same config.
             checked, checked_layout = _meta.stand_in(model, layout, dtype)
-            reason, self.no_positions = _attention.check(checked, checked_layout, dtype)
+            reason, self.no_positions = _fusion.check(checked, checked_layout, dtype)
             if reason is not None:
                 self.on = False
                 notes.append(f"the attention was not fused into GroupQueryAttention ({reason}); "
                              "the model's own attention ops were exported instead.")
         if not self.on:
             return _wrapper.wrap(model, layout)
-        return _attention.wrap(model, self.layout(layout), dtype)
+        return _fusion.wrap(model, self.layout(layout), dtype)
 
     def layout(self, layout: Layout) -> Layout:
         """The layout of the graph the fused wrapper gives."""

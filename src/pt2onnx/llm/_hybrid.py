@@ -31,13 +31,13 @@ from typing import Any
 
 import torch
 
-from pt2onnx.llm import _attention, _conv, _delta, _families
+from pt2onnx.llm import _conv, _delta, _families
 from pt2onnx.llm._families import Layout
 
 CONV = "conv"
 LINEAR = "linear_attention"
 # The states each kind of layer holds, in the order the graph takes them.
-_STATES = {CONV: ("conv",), LINEAR: ("conv", "recurrent")}
+STATES = {CONV: ("conv",), LINEAR: ("conv", "recurrent")}
 
 
 def is_hybrid(model_type: str) -> bool:
@@ -74,8 +74,8 @@ def state_names(layout: Layout, past: bool) -> list[str]:
     """The state inputs (``past``) or outputs, in layer order."""
     names: list[str] = []
     for i, kind in enumerate(layout.layer_kinds):
-        if kind in _STATES:
-            names += [f"past.{i}.{s}" if past else f"present.{i}.{s}" for s in _STATES[kind]]
+        if kind in STATES:
+            names += [f"past.{i}.{s}" if past else f"present.{i}.{s}" for s in STATES[kind]]
         else:
             stem = f"past_key_values.{i}" if past else f"present.{i}"
             names += [f"{stem}.key", f"{stem}.value"]
@@ -85,7 +85,7 @@ def state_names(layout: Layout, past: bool) -> list[str]:
 def state_dims(layout: Layout, batch: Any, past: Any) -> list[dict[int, Any]]:
     dims: list[dict[int, Any]] = []
     for kind in layout.layer_kinds:
-        dims += [{0: batch}] * len(_STATES[kind]) if kind in _STATES \
+        dims += [{0: batch}] * len(STATES[kind]) if kind in STATES \
             else [{0: batch, 2: past}] * 2
     return dims
 
@@ -93,7 +93,7 @@ def state_dims(layout: Layout, batch: Any, past: Any) -> list[dict[int, Any]]:
 def state_example(layout: Layout, dtype: torch.dtype, past: int) -> list[torch.Tensor]:
     out: list[torch.Tensor] = []
     for kind in layout.layer_kinds:
-        if kind in _STATES:
+        if kind in STATES:
             out.append(torch.randn(1, layout.conv_channels, layout.conv_cache, dtype=dtype))
             if kind == LINEAR:
                 out.append(torch.randn(1, *layout.recurrent_shape, dtype=dtype) * 0.1)
@@ -162,7 +162,7 @@ def new_cache(model: torch.nn.Module, kinds: tuple[str, ...], conv_cache: int,
     it = iter(states)
     for i, kind in enumerate(kinds):
         layer: Any = cache.layers[i]
-        if kind in _STATES:
+        if kind in STATES:
             state = next(it)
             # Recording its past, the layer concatenates the state and the new inputs
             # (for one token too) and keeps the whole; the width is the kernel's.
@@ -189,7 +189,7 @@ def states(cache: Any, kinds: tuple[str, ...], conv_cache: int,
     result: list[torch.Tensor] = []
     for i, kind in enumerate(kinds):
         layer: Any = cache.layers[i]
-        if kind in _STATES:
+        if kind in STATES:
             result.append(layer.conv_states[0][..., -conv_cache:])
             if kind == LINEAR:
                 result.append(layer.recurrent_states[0])
@@ -210,39 +210,3 @@ def wrap(model: torch.nn.Module, layout: Layout) -> HybridDecoderWithCache:
     cls = HybridDecoderWithCache if layout.uses_position_ids \
         else HybridDecoderWithCacheNoPositions
     return cls(model, layout)
-
-
-class FusedHybridDecoderWithCache(_attention.FusedDecoderWithCache):
-    """As HybridDecoderWithCache, with each attention layer one GroupQueryAttention
-    (its rotary inside where the tables fit, as for a key/value-only decoder)."""
-
-    def __init__(self, model: torch.nn.Module, layout: Layout,
-                 tables: _attention.Tables | None) -> None:
-        super().__init__(model, layout.num_layers, tables)
-        self.kinds = layout.layer_kinds
-        self.conv_cache = layout.conv_cache
-
-    def _new_cache(self, past: list[torch.Tensor]) -> Any:
-        return new_cache(self.model, self.kinds, self.conv_cache, list(past))
-
-    def _attention_layers(self, cache: Any) -> list[Any]:
-        return [cache.layers[i] for i, kind in enumerate(self.kinds) if kind not in _STATES]
-
-    def _context(self) -> Any:
-        return replaced(self.model)
-
-    def _states(self, cache: Any) -> list[torch.Tensor]:
-        return states(cache, self.kinds, self.conv_cache, _attention.present)
-
-
-class FusedHybridDecoderWithCacheNoPositions(FusedHybridDecoderWithCache):
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,  # type: ignore[override]
-                past: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        return self.step(input_ids, attention_mask, past)
-
-
-def fused(model: torch.nn.Module, layout: Layout,
-          tables: _attention.Tables | None) -> FusedHybridDecoderWithCache:
-    cls = FusedHybridDecoderWithCache if layout.uses_position_ids \
-        else FusedHybridDecoderWithCacheNoPositions
-    return cls(model, layout, tables)

@@ -157,6 +157,20 @@ class VisionForGenai(torch.nn.Module):
         return out.pooler_output
 
 
+def vision_wrapper(model: Any, image_size: Any) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    """Qwen2.5-VL's vision tower at one image size as export-llm captures it: the module
+    ``(pixel_values, image_grid_thw) -> image_features`` and an example of its inputs
+    (random pixels, the grid). For exporting the encoder with another tool, or running
+    it eagerly against a file export-llm wrote."""
+    size = image_size_of(image_size)
+    if size is None:
+        raise InvalidInputError("vision_wrapper needs the image size (height, width) the "
+                                "vision tower is to run at. Next step: pass image_size.")
+    grid = check(model.config, size, "fp32")
+    return VisionForGenai(model.model.visual, grid), (pixel_example(model.config, grid),
+                                                      torch.tensor([grid]))
+
+
 class EmbeddingForGenai(torch.nn.Module):
     """``(input_ids, image_features)`` -> ``inputs_embeds``: the model's token embedding,
     each image token's row replaced by the next image feature (the model's
