@@ -35,6 +35,7 @@ from pt2onnx.llm._families import Layout
 from pt2onnx.llm._files import (
     HALF,
     LLMExport,
+    export_notes,
     fused_rewrites,
     name_total_dims,
     no_fake_tensor_cache,
@@ -334,7 +335,7 @@ def _capture(model: torch.nn.Module, layout: Layout, dtype: torch.dtype, opset: 
             input_names=in_names,
             output_names=out_names, dynamic_shapes=_wrapper.dynamic_shapes(layout), opset=opset,
             optimize=optimize, precision=HALF.get(dtype, "keep"))
-    notes.extend(str(w.message) for w in caught)
+    notes.extend(export_notes(caught))
     return prog
 
 
