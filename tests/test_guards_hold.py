@@ -12,7 +12,7 @@ from torch.export import Dim
 
 import pt2onnx
 from conftest import export_dynamic_and_verify
-from pt2onnx.capture._guards_hold import guards_hold
+from pt2onnx.capture import guards_hold
 
 
 class _ChunkOne(torch.nn.Module):

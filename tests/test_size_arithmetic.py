@@ -21,7 +21,7 @@ from torch.export import Dim
 
 import pt2onnx
 from pt2onnx import _compat
-from pt2onnx.capture._resize import outside_ranges
+from pt2onnx.capture import outside_ranges
 
 _TORCH = tuple(int(p) for p in torch.__version__.split(".")[:2])
 
@@ -361,10 +361,7 @@ def test_a_guard_torch_export_accepted_unproved_is_judged_over_the_range() -> No
     First the file is to be run at that run's edges (3, 33, 64); the file is wrong there
     (the test above), so the export is repeated with the range reported bounded to at
     most 2 (the sizes the file is right at)."""
-    from pt2onnx.capture import guards_bound_the_range
-    from pt2onnx.capture._dynamic import Refined
-    from pt2onnx.capture._guards_hold import accepted_guards
-    from pt2onnx.capture._resize import user_shapes
+    from pt2onnx.capture import Refined, accepted_guards, guards_bound_the_range, user_shapes
 
     ep = torch.export.export(_IntOfNegative(), (torch.randn(1, 2),),
                              dynamic_shapes={"x": {1: Dim("t", min=1, max=64)}}, strict=False)

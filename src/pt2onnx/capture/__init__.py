@@ -27,6 +27,7 @@ from pt2onnx.capture._capture import (
     user_dim_names,
 )
 from pt2onnx.capture._dynamic import (
+    Refined,
     all_dynamic,
     argument_names,
     bound_inputs,
@@ -38,11 +39,22 @@ from pt2onnx.capture._dynamic import (
     tensor_leaves,
     without_dims,
 )
-from pt2onnx.capture._guards_hold import edges_tracked, guards_bound_the_range
+from pt2onnx.capture._guards_hold import (
+    accepted_guards,
+    edges_tracked,
+    guards_bound_the_range,
+    guards_hold,
+)
 from pt2onnx.capture._model_state import materialize_lazy
 from pt2onnx.capture._refine import without_far_split
 from pt2onnx.capture._residue import capture_by_residue, residue_moduli, split_by_residue
-from pt2onnx.capture._resize import example_at, known_values, second_size
+from pt2onnx.capture._resize import (
+    example_at,
+    known_values,
+    outside_ranges,
+    second_size,
+    user_shapes,
+)
 from pt2onnx.capture._size_one import (
     Unproved,
     WrongAtSecondSize,
@@ -55,9 +67,11 @@ from pt2onnx.capture._up_to import split_up_to
 
 __all__ = [
     "CaptureResult",
+    "Refined",
     "Unproved",
     "WrongAtSecondSize",
     "WrongWhereGuardFails",
+    "accepted_guards",
     "all_dynamic",
     "argument_names",
     "as_module",
@@ -72,6 +86,7 @@ __all__ = [
     "edges_tracked",
     "example_at",
     "guards_bound_the_range",
+    "guards_hold",
     "is_constraint_violation",
     "judge_later_guards",
     "known_values",
@@ -79,6 +94,7 @@ __all__ = [
     "materialize_lazy",
     "named_dims",
     "ones_allowed",
+    "outside_ranges",
     "preserved_state",
     "residue_moduli",
     "second_size",
@@ -90,6 +106,7 @@ __all__ = [
     "tensor_leaves",
     "trusted",
     "user_dim_names",
+    "user_shapes",
     "without_dims",
     "without_far_split",
 ]
