@@ -164,6 +164,63 @@ def test_gqa_op_equals_onnxruntime(heads, kv_heads, head, window, softcap, seq, 
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5)
 
 
+class _Rotary(torch.nn.Module):
+    def __init__(self, tables, interleaved):
+        from pt2onnx.rules import rotary
+
+        rotary.define_ops()
+        super().__init__()
+        self.register_buffer("cos", tables[0])
+        self.register_buffer("sin", tables[1])
+        self.interleaved = interleaved
+
+    def forward(self, x, position_ids):
+        return torch.ops.pt2onnx.rotary(x, position_ids, self.cos, self.sin,
+                                        interleaved=self.interleaved)
+
+
+@pytest.mark.parametrize(("batch", "heads", "seq", "head", "rot", "interleaved", "dtype"), [
+    (1, 4, 1, 8, 8, False, torch.float32),      # a head size GroupQueryAttention can't turn
+    (2, 2, 5, 64, 64, False, torch.float32),
+    (2, 3, 4, 32, 16, False, torch.float32),    # partial: the first 16 of 32 dims
+    (1, 2, 3, 16, 16, True, torch.float32),     # each pair by one angle
+    (2, 2, 3, 24, 8, True, torch.float32),      # partial and interleaved
+    (1, 2, 6, 64, 64, False, torch.float16),
+])
+def test_rotary_op_equals_onnxruntime(batch, heads, seq, head, rot, interleaved, dtype,
+                                      tmp_path):
+    """pt2onnx::rotary (export-llm's rotation where GroupQueryAttention can't take it)
+    against onnxruntime's RotaryEmbedding, at positions that differ per batch row and
+    are not consecutive (the table row is position_ids', not the token's index)."""
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    angles = torch.arange(64)[:, None].float() * torch.rand(rot // 2)
+    module = _Rotary((angles.cos().to(dtype), angles.sin().to(dtype)), interleaved)
+    x = torch.randn(batch, heads, seq, head).to(dtype)
+    positions = torch.randint(0, 64, (batch, seq))
+    want = module(x, positions)
+    if dtype == torch.float32:  # the op is the model's turn: x * cos + rotate_half(x) * sin
+        from pt2onnx.rules.gqa import rotate
+
+        table = (module.cos[positions][:, None], module.sin[positions][:, None])
+        torch.testing.assert_close(want, rotate(x, *table, interleaved))
+    prog = pt2onnx.export(module, (x, positions), None, input_names=["x", "position_ids"],
+                          dynamic_shapes={"x": {0: "b", 2: "s"}, "position_ids": {0: "b", 1: "s"}})
+    prog.save(tmp_path / "rotary.onnx")
+    _, ops = _ops(tmp_path / "rotary.onnx")
+    assert ops == [("com.microsoft", "RotaryEmbedding")]
+    session = ort.InferenceSession(str(tmp_path / "rotary.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    tol = 1e-5 if dtype == torch.float32 else 2e-3
+    for b, s in ((batch, seq), (1, 1), (3, 2)):  # the dynamic dims at 1 and beyond
+        x = torch.randn(b, heads, s, head).to(dtype)
+        positions = torch.randint(0, 64, (b, s))
+        got = session.run(None, {"x": x.numpy(), "position_ids": positions.numpy()})[0]
+        np.testing.assert_allclose(got.astype(np.float32),
+                                   module(x, positions).float().numpy(), rtol=tol, atol=tol)
+
+
 # -- families through onnxruntime-genai -----------------------------------------
 
 @pytest.mark.models
@@ -209,6 +266,40 @@ def test_rotary_inside_the_op_generates_transformers_greedy_tokens(name, tmp_pat
     assert "position_ids" not in {i.name for i in proto.graph.input}  # as the builder's
     cfg = json.loads((tmp_path / "onnx" / "genai_config.json").read_text())
     assert "position_ids" not in cfg["model"]["decoder"]["inputs"]
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+# The rotation outside the op, as RotaryEmbedding: HunYuan normalises the rotated query
+# and key (the op would rotate the normalised ones); heads 8 wide GroupQueryAttention
+# can't rotate.
+OUTSIDE = {
+    "hunyuan_16": lambda: transformers.HunYuanDenseV1Config(num_key_value_heads=2, head_dim=16,
+                                                            **SMALL, **T),
+    "llama_8": lambda: transformers.LlamaConfig(num_key_value_heads=2, head_dim=8, **SMALL, **T),
+    "nemotron_8": lambda: transformers.NemotronConfig(
+        num_key_value_heads=2, head_dim=8, partial_rotary_factor=0.5, **SMALL, **T),
+}
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("name", sorted(OUTSIDE))
+def test_rotary_outside_the_op_generates_transformers_greedy_tokens(name, tmp_path):
+    _genai()
+    torch.manual_seed(0)
+    model = _vary(transformers.AutoModelForCausalLM.from_config(OUTSIDE[name]()).eval())
+    model.save_pretrained(tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    proto, ops = _ops(result.model_path)
+    nodes = _gqa_nodes(proto)
+    assert len(nodes) == LAYERS
+    for node in nodes:
+        assert {a.name: a.i for a in node.attribute}.get("do_rotary", 0) == 0
+    turns = [n for n in proto.graph.node if n.op_type == "RotaryEmbedding"]
+    assert len(turns) == 2 * LAYERS  # the query's and the key's in each layer
+    assert all(n.input[1] == "position_ids" for n in turns)
+    # On the projections' [B, S, N * D] (llm/_heads.py): no Transpose left, as the builder's.
+    assert ("", "Transpose") not in ops
+    assert ("", "Neg") not in ops and ("", "Cos") not in ops  # the model's rotary ops are gone
     assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
 
 

@@ -391,7 +391,12 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         "translated to com.microsoft `GroupQueryAttention`; its eager implementation equals "
         "onnxruntime's op within 1e-6 in float32 (grouped heads, empty and non-empty past, "
         "sliding window, soft-capping, rotary; tests/test_llm_fused.py). Only export-llm "
-        "emits it: docs/llm.md, \"Fused ops\".",
+        "emits it: docs/llm.md, \"Fused ops\". Where the attention can't rotate the query "
+        "and key itself, export-llm captures the rotation as `pt2onnx::rotary` (the tensor, "
+        "`position_ids`, the cos/sin tables, `interleaved`), translated to com.microsoft "
+        "`RotaryEmbedding` (`src/pt2onnx/rules/rotary.py`); its eager implementation equals "
+        "onnxruntime's op within 1e-5 in float32 and 2e-3 in float16 (whole and partial, "
+        "halves and interleaved, head sizes 8 to 64; tests/test_llm_fused.py).",
         "",
         "| op | supported | opsets | notes |",
         "|---|---|---|---|",

@@ -29,6 +29,7 @@ import torch
 from pt2onnx.llm import _families, _wrapper
 from pt2onnx.llm._families import Layout
 from pt2onnx.rules import gqa as _gqa_rule
+from pt2onnx.rules import rotary as _rotary_rule
 
 NAME = "pt2onnx_gqa"
 _ACTIVE: list[Any] = []  # the cache of the forward being run, innermost last
@@ -157,6 +158,7 @@ def setup() -> None:
     global SplitLayer
     if SplitLayer is None:
         _gqa_rule.define_ops()
+        _rotary_rule.define_ops()
         _register()
         SplitLayer = _split_layer_class()
 
@@ -290,11 +292,13 @@ def _recording_rotary(model: torch.nn.Module, cache: Any) -> Iterator[None]:
     for module, original in _rotary_functions(model):
 
         def record(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            out = _original(*args, **kwargs)
             # transformers' usual (q, k, cos, sin) form only; other families name
             # another function so (GPT-J rotates one tensor at a time).
             plain = len(args) == 4 and set(kwargs) <= {"unsqueeze_dim"} \
                 and kwargs.get("unsqueeze_dim", 1) == 1
+            out = _as_op(cache, *args) if plain else None
+            if out is None:
+                out = _original(*args, **kwargs)
             if plain and isinstance(out, tuple) and len(out) == 2:
                 # out[0] is held too, so that its id is not reused in this forward.
                 cache.rotated[id(out[0])] = (args[0], args[1], out[1], out[0])
@@ -310,13 +314,41 @@ def _recording_rotary(model: torch.nn.Module, cache: Any) -> Iterator[None]:
             module.apply_rotary_pos_emb = original
 
 
+def _as_op(cache: Any, query: Any, key: Any, cos: Any,
+           sin: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The rotated query and key as two ``pt2onnx::rotary`` (com.microsoft
+    RotaryEmbedding, ``rules/rotary.py``) at the wrapper's ``position_ids``, from its one
+    table, where the wrapper asks for it and the call fits: query and key ``[B, N, S,
+    D]`` in the table's dtype, ``cos`` ``[B, S, R]`` of the table's width. Where the
+    attention op then rotates them itself, these are left unread. None otherwise (the
+    model's own rotation runs); ``agrees`` decides whether the model's rotation is this
+    one (``_fusion.check`` then captures without it)."""
+    positions = getattr(cache, "position_ids", None)
+    tables = cache.tables
+    if not cache.rotary_op or positions is None or not tables or list(tables) != [None]:
+        return None
+    cos_cache, sin_cache = tables[None]
+    if not all(isinstance(t, torch.Tensor) for t in (query, key, cos, sin)) \
+            or query.dim() != 4 or key.dim() != 4 or cos.dim() != 3 or positions.dim() != 2 \
+            or query.dtype != cos_cache.dtype or key.dtype != cos_cache.dtype \
+            or cos.shape[-1] != 2 * cos_cache.shape[-1] \
+            or query.shape[-1] < cos.shape[-1] or key.shape[-1] < cos.shape[-1]:
+        return None
+    turn = torch.ops.pt2onnx.rotary
+    return (turn(query, positions, cos_cache, sin_cache, interleaved=cache.interleaved),
+            turn(key, positions, cos_cache, sin_cache, interleaved=cache.interleaved))
+
+
 class FusedDecoderWithCache(_wrapper.DecoderWithCache):
     """As DecoderWithCache, with each layer's attention one ``pt2onnx::gqa``."""
 
     def __init__(self, model: torch.nn.Module, num_layers: int,
-                 tables: Tables | None = None) -> None:
+                 tables: Tables | None = None, rotary_op: bool = True) -> None:
         super().__init__(model, num_layers)
         self.has_tables = tables is not None
+        # Where the op can't rotate inside, the model's rotation as pt2onnx::rotary
+        # (off when the check finds the model's is not that one).
+        self.rotary_op = rotary_op
         # Whether the model turns each pair (x[2i], x[2i + 1]) (GPT-J's, ERNIE 4.5's
         # rotary) rather than the halves (transformers' usual).
         self.interleaved = bool(tables) and tables is not None \
@@ -349,6 +381,8 @@ class FusedDecoderWithCache(_wrapper.DecoderWithCache):
         cache.last_rotated = None
         cache.tables = self._tables()
         cache.interleaved = self.interleaved
+        cache.rotary_op = self.rotary_op
+        cache.position_ids = extra.get("position_ids")
         _ACTIVE.append(cache)
         try:
             with _implementation(self.model.config, NAME), \

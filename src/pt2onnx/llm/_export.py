@@ -262,6 +262,7 @@ class _Fusion:
         self.on = self.requested = on
         self.checked = False
         self.no_positions = False  # every layer's rotary inside the op: no position_ids
+        self.rotary_op = True  # a rotation outside the op as pt2onnx::rotary
 
     def wrap(self, model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
              notes: list[str]) -> _wrapper.DecoderWithCache:
@@ -275,14 +276,16 @@ class _Fusion:
             # The check compares values: a model on the meta device has none, so it
             # runs on a stand-in with random weights of the same config.
             checked, checked_layout = _meta.stand_in(model, layout, dtype)
-            reason, self.no_positions = _fusion.check(checked, checked_layout, dtype)
-            if reason is not None:
+            found = _fusion.check(checked, checked_layout, dtype)
+            self.no_positions, self.rotary_op = found.no_positions, found.rotary_op
+            if found.reason is not None:
                 self.on = False
-                notes.append(f"the attention was not fused into GroupQueryAttention ({reason}); "
+                notes.append(f"the attention was not fused into GroupQueryAttention "
+                             f"({found.reason}); "
                              "the model's own attention ops were exported instead.")
         if not self.on:
             return _wrapper.wrap(model, layout)
-        return _fusion.wrap(model, self.layout(layout), dtype)
+        return _fusion.wrap(model, self.layout(layout), dtype, rotary_op=self.rotary_op)
 
     def layout(self, layout: Layout) -> Layout:
         """The layout of the graph the fused wrapper gives."""

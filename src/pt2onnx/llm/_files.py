@@ -11,7 +11,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx.llm import _attention, _conv, _fuse, _norm, _slices, _wrapper
+from pt2onnx.llm import _attention, _conv, _fuse, _heads, _norm, _slices, _wrapper
 from pt2onnx.llm._families import Layout
 from pt2onnx.passes import unsplit_heads
 
@@ -137,3 +137,5 @@ def fused_rewrites(model: ir.Model, attention: bool, norms: bool, projections: b
         _norm.fuse_rms_norms(model)
         _norm.fuse_skip_norms(model)
         _conv.fuse_causal_convs(model)
+    if attention and _heads.rotary_heads_last(model):
+        _attention.drop_reshape_round_trips(model)

@@ -15,26 +15,37 @@ from pt2onnx.llm._families import Layout
 
 
 def wrap(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
-         rotary: bool = True) -> _attention.FusedDecoderWithCache:
+         rotary: bool = True, rotary_op: bool = True) -> _attention.FusedDecoderWithCache:
+    """The fused wrapper; ``rotary_op``: a rotation the attention op can't take over
+    is captured as ``pt2onnx::rotary`` (RotaryEmbedding), not as the model's ops."""
     tables = _attention.rotary_tables(model, layout, dtype) if rotary else None
     if layout.layer_kinds:
-        return _fused_hybrid(model, layout, tables)
+        return _fused_hybrid(model, layout, tables, rotary_op)
     cls = _attention.FusedDecoderWithCache if layout.uses_position_ids \
         else _attention.FusedDecoderWithCacheNoPositions
-    return cls(model, layout.num_layers, tables)
+    return cls(model, layout.num_layers, tables, rotary_op)
 
 
-def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
-          ) -> tuple[str | None, bool]:
-    """(None when the fused wrapper computes what the plain one does on the capture's
-    example, a first step with an empty past and then a step over a past, otherwise
-    why not; whether it does so without position_ids, which every layer's rotary
-    inside the op leaves unread: the positions then come from the mask's lengths, as
-    in the builder's graph)."""
+@dataclasses.dataclass
+class Checked:
+    """What ``check`` found: ``reason`` None when the fused wrapper computes what the
+    plain one does, otherwise why not; ``no_positions``: it does so without
+    position_ids, which every layer's rotary inside the op leaves unread (the
+    positions then come from the mask's lengths, as in the builder's graph);
+    ``rotary_op``: a rotation left outside the op is ``pt2onnx::rotary``."""
+
+    reason: str | None
+    no_positions: bool = False
+    rotary_op: bool = True
+
+
+def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype) -> Checked:
+    """Whether the fused wrapper computes what the plain one does on the capture's
+    example: a first step with an empty past and then a step over a past."""
     try:
         _attention.setup()
     except Exception as exc:  # transformers without AttentionInterface
-        return f"transformers has no attention interface to register with ({exc})", False
+        return Checked(f"transformers has no attention interface to register with ({exc})")
     plain = _wrapper.wrap(model, layout)
     examples = [_wrapper.example(layout, dtype, seq=3, past=past) for past in (0, 5)]
     with torch.no_grad():
@@ -45,9 +56,15 @@ def check(model: torch.nn.Module, layout: Layout, dtype: torch.dtype,
         if bare.has_tables and _attention.agrees(
                 bare, [a[:2] + a[3:] for a in examples], wants, dtype) is None \
                 and bare.rotary_inside:
-            return None, True
-    fused = wrap(model, layout, dtype)
-    return _attention.agrees(fused, examples, wants, dtype), False
+            return Checked(None, no_positions=True)
+    reason = _attention.agrees(wrap(model, layout, dtype), examples, wants, dtype)
+    if reason is None:
+        return Checked(None)
+    # The model's rotation may not be the table's at position_ids (then its own ops).
+    plain_rotary = wrap(model, layout, dtype, rotary_op=False)
+    if _attention.agrees(plain_rotary, examples, wants, dtype) is None:
+        return Checked(None, rotary_op=False)
+    return Checked(reason)
 
 
 class FusedHybridDecoderWithCache(_attention.FusedDecoderWithCache):
@@ -55,8 +72,8 @@ class FusedHybridDecoderWithCache(_attention.FusedDecoderWithCache):
     (its rotary inside where the tables fit, as for a key/value-only decoder)."""
 
     def __init__(self, model: torch.nn.Module, layout: Layout,
-                 tables: _attention.Tables | None) -> None:
-        super().__init__(model, layout.num_layers, tables)
+                 tables: _attention.Tables | None, rotary_op: bool = True) -> None:
+        super().__init__(model, layout.num_layers, tables, rotary_op)
         self.kinds = layout.layer_kinds
         self.conv_cache = layout.conv_cache
 
@@ -80,8 +97,8 @@ class FusedHybridDecoderWithCacheNoPositions(FusedHybridDecoderWithCache):
         return self.step(input_ids, attention_mask, past)
 
 
-def _fused_hybrid(model: torch.nn.Module, layout: Layout,
-                  tables: _attention.Tables | None) -> FusedHybridDecoderWithCache:
+def _fused_hybrid(model: torch.nn.Module, layout: Layout, tables: _attention.Tables | None,
+                  rotary_op: bool) -> FusedHybridDecoderWithCache:
     cls = FusedHybridDecoderWithCache if layout.uses_position_ids \
         else FusedHybridDecoderWithCacheNoPositions
-    return cls(model, layout, tables)
+    return cls(model, layout, tables, rotary_op)

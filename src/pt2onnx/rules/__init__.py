@@ -46,6 +46,7 @@ from pt2onnx.rules import (  # noqa: F401
     random,
     reduction,
     rnn,
+    rotary,
     scatter,
     shape,
     sorting,
