@@ -304,6 +304,32 @@ def test_rotary_outside_the_op_generates_transformers_greedy_tokens(name, tmp_pa
 
 
 @pytest.mark.models
+def test_rotation_that_is_not_the_table_keeps_the_model_ops(tmp_path, monkeypatch):
+    """A model whose apply_rotary_pos_emb is not the table's turn at position_ids (here
+    it also scales the key): the eager check finds pt2onnx::rotary differs, and the
+    capture keeps the model's rotary ops, the attention still fused."""
+    _genai()
+    from transformers.models.llama import modeling_llama
+
+    original = modeling_llama.apply_rotary_pos_emb
+
+    def scaled(q, k, cos, sin, unsqueeze_dim=1):
+        q, k = original(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+        return q, k * 1.5
+
+    monkeypatch.setattr(modeling_llama, "apply_rotary_pos_emb", scaled)
+    torch.manual_seed(0)
+    model = _vary(transformers.AutoModelForCausalLM.from_config(OUTSIDE["llama_8"]()).eval())
+    model.save_pretrained(tmp_path / "ckpt")
+    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    assert not [w for w in result.warnings if "not fused" in w], result.warnings
+    proto, ops = _ops(result.model_path)
+    assert len(_gqa_nodes(proto)) == LAYERS
+    assert ("com.microsoft", "RotaryEmbedding") not in ops
+    assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
+
+
+@pytest.mark.models
 @pytest.mark.parametrize("name", sorted(FALLBACK))
 def test_family_the_op_cannot_express_falls_back_with_a_note(name, tmp_path):
     _genai()
