@@ -103,3 +103,49 @@ def test_matmul_weights_through_external_data(tmp_path):
     sess = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
     (got,) = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})
     np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _mapped_rss_kb(path) -> int:
+    """The resident kB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+                inside = len(head) >= 6 and head[5] == str(path)
+            elif inside and line.startswith("Rss:"):
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="Linux only: /proc/self/smaps")
+def test_weights_mapped_from_a_file_are_handed_back_once_written(tmp_path):
+    """A weight whose pages map a file (as from_pretrained's safetensors): the save
+    reads it once, and its pages leave the process's resident set after it is
+    written (save/_pages.py); the file and the tensor keep their values."""
+    import onnxruntime as ort
+
+    from pt2onnx.save import _pages
+
+    rows, cols = 1024, 2048  # 8 MB
+    weights = tmp_path / "weights.bin"
+    torch.randn(rows * cols).numpy().tofile(weights)
+    mapped = torch.from_file(str(weights), shared=False, size=rows * cols).view(rows, cols)
+    layer = nn.Linear(cols, rows, bias=False)
+    with torch.no_grad():
+        layer.weight = nn.Parameter(mapped, requires_grad=False)
+    x = torch.randn(3, cols)
+    want = layer(x).detach()  # reads every page
+    if not _pages.FilePages().release(mapped):
+        pytest.skip("the kernel did not take MADV_PAGEOUT (Linux before 5.4)")
+    layer(x)
+    before = _mapped_rss_kb(weights)
+    assert before > 4096  # resident again after the forward
+    prog = pt2onnx.export(layer, (x,), None, input_names=["x"])
+    prog.save(tmp_path / "m.onnx", external_data=True)
+    after = _mapped_rss_kb(weights)
+    assert after < before / 2, (before, after)
+    torch.testing.assert_close(layer(x).detach(), want)  # the tensor's values are kept
+    session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"x": x.numpy()})[0], want.numpy(),
+                               rtol=1e-4, atol=1e-4)

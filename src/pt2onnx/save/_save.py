@@ -13,6 +13,7 @@ import onnx_ir as ir
 import torch
 
 from pt2onnx.errors import SaveError
+from pt2onnx.save import _pages
 from pt2onnx.save import _weights as _weights_mod
 from pt2onnx.save._wire import splice_inline
 from pt2onnx.translate import torch_dtype
@@ -282,7 +283,9 @@ class _FileSink:
 
 
 def _emit(sink: _StagedFile | _FileSink, parts: list[Any], source: Any) -> None:
-    """Each part's bytes in order: bytes as they are, a (value, tensor) item as its data."""
+    """Each part's bytes in order: bytes as they are, a (value, tensor) item as its data
+    (a weight mapped from a file then handed back, see _pages)."""
+    pages = _pages.FilePages()
     for part in parts:
         if isinstance(part, (bytes, bytearray)):
             sink.write(part)
@@ -292,8 +295,11 @@ def _emit(sink: _StagedFile | _FileSink, parts: list[Any], source: Any) -> None:
             _write_tensor(value, tensor, sink, source)  # from the source, in pieces
         elif (src := _transpose_source(value)) is not None:
             sink.write_transposed(src)
+            pages.release(src)
         else:
             sink.write(_torch_bytes(tensor))
+            if not isinstance(tensor, ir.LazyTensor):
+                pages.release(getattr(tensor, "raw", None))
 
 
 def _produce(sink: _StagedFile, parts: list[Any], source: Any) -> None:
