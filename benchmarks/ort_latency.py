@@ -11,6 +11,8 @@ session and timed in the same rounds, whose ratio to the first shows the spread
 that the other ratios should be read against.
 
     python benchmarks/ort_latency.py                       # bert, distilbert, vit_b_16, resnet50
+    python benchmarks/ort_latency.py --onnxruntime --models bert vit_b_16 whisper_encoder
+        # optimize="onnxruntime" beside onnxruntime's transformer optimizer on torch.onnx's
     python benchmarks/ort_latency.py --models bert --rounds 100 --keep /tmp/new
     python benchmarks/ort_latency.py --models bert --files /tmp/old/bert.pt2onnx.onnx \
         /tmp/new/bert.pt2onnx.onnx     # two builds' files of one model, with an A/A row
@@ -77,22 +79,65 @@ def _vision(name: str) -> Callable[[], tuple[Any, tuple[Any, ...]]]:
     return make
 
 
+def _whisper_encoder() -> tuple[Any, tuple[Any, ...]]:
+    """Whisper's encoder at whisper-base's shape (6 layers of 512), 30 s of features."""
+    import torch
+    import transformers
+
+    config = transformers.WhisperConfig(d_model=512, encoder_layers=6, decoder_layers=6,
+                                        encoder_attention_heads=8, decoder_attention_heads=8,
+                                        encoder_ffn_dim=2048, decoder_ffn_dim=2048)
+    encoder = transformers.WhisperModel(config).eval().get_encoder()
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = encoder
+
+        def forward(self, input_features: torch.Tensor) -> Any:
+            return self.inner(input_features).last_hidden_state
+
+    return Wrapped().eval(), (torch.randn(1, config.num_mel_bins, 3000),)
+
+
 MODELS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
     "bert": _Encoder("BertConfig", "BertModel"),
     "distilbert": _Encoder("DistilBertConfig", "DistilBertModel"),
     "vit_b_16": _vision("vit_b_16"),
     "resnet50": _vision("resnet50"),
+    "whisper_encoder": _whisper_encoder,
 }
 EXPORTERS = ("pt2onnx", "dynamo", "torchscript")
+# --onnxruntime: pt2onnx's optimize="onnxruntime" file, and onnxruntime's own
+# transformer optimizer (onnxruntime.transformers.optimizer) run on torch.onnx's files.
+ORT_EXPORTERS = ("pt2onnx ort", "dynamo + ort optimizer", "torchscript + ort optimizer")
+# The optimizer's model_type for each (its fusions are chosen by it).
+ORT_TYPES = {"bert": ("bert", 12, 768), "distilbert": ("bert", 12, 768),
+             "vit_b_16": ("vit", 12, 768), "resnet50": ("bert", 0, 0),
+             "whisper_encoder": ("bert", 8, 512)}
 
 
-def _export(exporter: str, model: Any, args: tuple[Any, ...], path: Path) -> None:
+def _export(exporter: str, model: Any, args: tuple[Any, ...], path: Path,
+            name: str = "") -> None:
     import torch
 
     if exporter == "pt2onnx":
         import pt2onnx
 
         pt2onnx.export(model, args, path)
+    elif exporter == "pt2onnx ort":
+        import pt2onnx
+
+        pt2onnx.export(model, args, path, optimize="onnxruntime")
+    elif exporter.endswith("+ ort optimizer"):
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        plain = path.with_suffix(".plain.onnx")
+        base = exporter.split(" ")[0]
+        torch.onnx.export(model, args, str(plain), dynamo=base == "dynamo")
+        kind, heads, hidden = ORT_TYPES.get(name, ("bert", 0, 0))
+        optimize_model(str(plain), model_type=kind, num_heads=heads, hidden_size=hidden,
+                       opt_level=0).save_model_to_file(str(path))
     else:
         torch.onnx.export(model, args, str(path), dynamo=exporter == "dynamo")
 
@@ -130,7 +175,8 @@ def _interleaved(sessions: dict[str, tuple[Any, dict[str, Any]]], rounds: int,
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def _one(name: str, tmp: Path, rounds: int, warmup: int) -> dict[str, Any]:
+def _one(name: str, tmp: Path, rounds: int, warmup: int,
+         exporters: tuple[str, ...] = EXPORTERS) -> dict[str, Any]:
     import onnx
     import torch
 
@@ -139,12 +185,12 @@ def _one(name: str, tmp: Path, rounds: int, warmup: int) -> dict[str, Any]:
     arrays = [a.numpy() for a in args]
     result: dict[str, Any] = {"errors": {}, "nodes": {}}
     sessions: dict[str, tuple[Any, dict[str, Any]]] = {}
-    for exporter in EXPORTERS:
-        path = tmp / f"{name}.{exporter}.onnx"
+    for exporter in exporters:
+        path = tmp / f"{name}.{exporter.replace(' ', '_')}.onnx"
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                _export(exporter, model, args, path)
+                _export(exporter, model, args, path, name)
             sess = _session(path)
             sessions[exporter] = (sess, _feeds(sess, arrays))
         except Exception as exc:
@@ -184,6 +230,30 @@ def _ratio(medians: dict[str, float], a: str, b: str) -> str:
     return f"{medians[a] / medians[b]:.3f}" if a in medians and b in medians else "-"
 
 
+def _ort_table(results: dict[str, dict[str, Any]], rounds: int) -> None:
+    print(f"\nwith onnxruntime's fused ops: onnxruntime CPU, 1 intra-op thread, medians of "
+          f"{rounds} interleaved rounds (ms)")
+    print("| model | pt2onnx | pt2onnx ort | dynamo | TorchScript | dynamo + ort optimizer "
+          "| TorchScript + ort optimizer | ort / dynamo | ort / TorchScript "
+          "| ort / best optimized | A/A |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        m = r["median_s"]
+        cols = ("pt2onnx", "pt2onnx ort", "dynamo", "torchscript", "dynamo + ort optimizer",
+                "torchscript + ort optimizer")
+        cells = [f"{m[e] * 1e3:.2f}" if e in m else "failed" for e in cols]
+        optimized = [m[e] for e in cols[4:] if e in m]
+        best = f"{m['pt2onnx ort'] / min(optimized):.3f}" if optimized and "pt2onnx ort" in m \
+            else "-"
+        cells += [_ratio(m, "pt2onnx ort", "dynamo"), _ratio(m, "pt2onnx ort", "torchscript"),
+                  best, _ratio(m, "pt2onnx", "pt2onnx (A/A)")]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    for name, r in results.items():
+        nodes = ", ".join(f"{e} {n}" for e, n in r["nodes"].items())
+        print(f"{name} nodes: {nodes}"
+              + "".join(f"; {e} failed: {msg}" for e, msg in r["errors"].items()))
+
+
 def _table(results: dict[str, dict[str, Any]], rounds: int) -> None:
     print(f"\nonnxruntime CPU, 1 intra-op thread, medians of {rounds} interleaved rounds (ms)")
     print("| model | pt2onnx | dynamo | TorchScript | pt2onnx / dynamo "
@@ -207,6 +277,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=50, help="timed runs of each session")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="write the files here (default: a temp dir)")
+    parser.add_argument("--onnxruntime", action="store_true",
+                        help="also pt2onnx's optimize='onnxruntime' file and onnxruntime's "
+                             "transformer optimizer on torch.onnx's files")
     parser.add_argument("--files", nargs="+", type=Path,
                         help="time these files of the one model in --models instead")
     args = parser.parse_args()
@@ -219,10 +292,14 @@ def main() -> int:
             start = time.perf_counter()
             out = args.keep or Path(tmp)
             out.mkdir(parents=True, exist_ok=True)
-            results[name] = _one(name, out, args.rounds, args.warmup)
+            exporters = EXPORTERS + ORT_EXPORTERS if args.onnxruntime else EXPORTERS
+            results[name] = _one(name, out, args.rounds, args.warmup, exporters)
             print(f"{name}: done in {time.perf_counter() - start:.0f} s", file=sys.stderr,
                   flush=True)
-    _table(results, args.rounds)
+    if args.onnxruntime:
+        _ort_table(results, args.rounds)
+    else:
+        _table(results, args.rounds)
     return 0
 
 

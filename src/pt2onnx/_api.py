@@ -87,7 +87,7 @@ def export(
     dynamic_axes: Mapping[str, Any] | None = None,
     opset: int | None = None,
     external_data: bool | None = None,
-    optimize: bool = True,
+    optimize: bool | str = True,
     verify: bool = False,
     report: bool | str | os.PathLike[str] = False,
     custom_translations: Mapping[Any, Callable[..., Any]] | None = None,
@@ -115,7 +115,11 @@ def export(
             takes the model's types where one needs a later opset (float4 23,
             float8e8m0 24, int2/uint2 25); the report's warnings say which.
         external_data: write weights to ``<f>.data``; None decides by size.
-        optimize: run the small ONNX pass pipeline.
+        optimize: run the small ONNX pass pipeline (True); ``"onnxruntime"``: also
+            write onnxruntime's fused ops where they compute what the standard ones do
+            (MultiHeadAttention, SkipLayerNormalization, BiasGelu / FastGelu; the file
+            then runs only where com.microsoft ops do: docs/performance.md); False: only
+            the rewrites every file needs.
         verify: compare onnxruntime with eager PyTorch on ``args``.
         report: write the Markdown export report (True: beside ``f``; or a path).
         custom_translations: ``{op: rule}`` used for this call only.
@@ -184,7 +188,7 @@ def export(
 
 def _export(
     model: Any, args: Any, f: Any, *, kwargs: Any, dynamic_shapes: Any, input_names: Any,
-    output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
+    output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: Any,
     verify: bool, report: Any, custom_translations: Any, weights: Any, dynamic: bool = False,
     legacy: _legacy.Options | None = None, quantized_io: str = "float",
     precision: Any = "keep", precision_io: str = "keep", functions: Any = False,
@@ -393,7 +397,7 @@ def _pipeline(call: _stages.Call) -> _Done:
 
 def _normalize(
     model: Any, args: Any, f: Any, *, kwargs: Any, dynamic_shapes: Any, input_names: Any,
-    output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: bool,
+    output_names: Any, dynamic_axes: Any, opset: Any, external_data: Any, optimize: Any,
     verify: bool, report: Any, custom_translations: Any, weights: Any, dynamic: bool,
     legacy: _legacy.Options, quantized_io: str = "float", precision: Any = "keep",
     precision_io: str = "keep", functions: Any = False,
@@ -405,6 +409,11 @@ def _normalize(
             f"quantized_io={quantized_io!r} is not one of 'float' (quantized inputs and "
             "outputs as their dequantized values, the default) or 'triple' ((integer "
             "values, scale, zero point), as the TorchScript exporter wrote them). Next "
+            "step: pass one of those.")
+    if not isinstance(optimize, bool) and optimize != "onnxruntime":
+        raise InvalidInputError(
+            f"optimize={optimize!r} is not one of True (the standard ONNX passes, the "
+            "default), 'onnxruntime' (onnxruntime's fused ops as well) or False. Next "
             "step: pass one of those.")
     precision = precision_name(precision)
     precision_io = check_precision_io(precision_io)

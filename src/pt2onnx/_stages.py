@@ -92,7 +92,7 @@ class Call:
     custom: dict[Any, Callable[..., Any]]
     input_names: list[str] | None
     output_names: list[str] | None
-    optimize: bool
+    optimize: bool | str
     verify: bool
     external_data: bool | None
     weights: Any
@@ -415,8 +415,9 @@ class Stages:
         """The passes, then the type check: a node that breaks its schema's type
         constraints is an export error here, never a file that fails to load."""
         half = self.call.precision in ("float16", "bfloat16")
-        model = (passes.optimize(model, float32=half) if self.call.optimize
-                 else passes.cleanup(model, float32=half))
+        model = (passes.optimize(model, float32=half,
+                                 onnxruntime=self.call.optimize == "onnxruntime")
+                 if self.call.optimize else passes.cleanup(model, float32=half))
         self._precision_io(model)
         found = passes.type_check.violations(model)
         if found:

@@ -18,7 +18,10 @@ from pt2onnx.passes import (
     float32_ops,
     fold_batch_norm,
     module_functions,
+    ort_attention,
+    ort_bias_gelu,
     ort_cpu_types,
+    ort_skip_norm,
     pad_before_max_pool,
     precision_io,
     runtime_workarounds,
@@ -30,14 +33,17 @@ from pt2onnx.passes import (
 
 # The door: the pipelines; each pass module above is public too.
 __all__ = [
-    "cleanup", "float32_ops", "fold_batch_norm", "module_functions", "optimize", "ort_cpu_types",
+    "cleanup", "float32_ops", "fold_batch_norm", "module_functions", "optimize", "ort_attention",
+    "ort_bias_gelu", "ort_cpu_types", "ort_skip_norm",
     "pad_before_max_pool", "precision_io", "runtime_workarounds", "single_term_products", "transposed_matvec", "type_check", "unsplit_heads",
 ]
 
 
-def optimize(model: ir.Model, float32: bool = False) -> ir.Model:
+def optimize(model: ir.Model, float32: bool = False, onnxruntime: bool = False) -> ir.Model:
     """Runs the default pass pipeline in place and returns the model; ``float32``: the
-    precision-sensitive ops of a float16 / bfloat16 graph in float32 (``float32_ops``)."""
+    precision-sensitive ops of a float16 / bfloat16 graph in float32 (``float32_ops``);
+    ``onnxruntime``: onnxruntime's fused ops where they compute the same
+    (``ort_attention``, ``ort_skip_norm``, ``ort_bias_gelu``; optimize="onnxruntime")."""
     # onnx_ir's IdentityEliminationPass is left out: it merges an Identity that
     # duplicates a subgraph output into its input, so both outputs become one
     # value (seen with onnx-ir 1.1 on a Scan body returning (h, h.clone())).
@@ -51,8 +57,13 @@ def optimize(model: ir.Model, float32: bool = False) -> ir.Model:
     # (seen with var_mean's mean and the ReduceMean inside its variance); a graph
     # output must stay typed, so the types and shapes are restored after the passes.
     before = [(o.type, o.shape) for o in model.graph.outputs]
+    if onnxruntime:
+        ort_attention.apply(model)  # before anything replaces the values the rule noted
     fold_batch_norm.apply(model)
     unsplit_heads.apply(model)
+    if onnxruntime:
+        ort_skip_norm.apply(model)
+        ort_bias_gelu.apply(model)
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
     single_term_products.apply(model)

@@ -11,6 +11,11 @@ import torch
 from pt2onnx.rule_api import RuleContext, dtype_of, onnx_dtype, torch_dtype, translation
 from pt2onnx.rules._common import aten, present, rank
 
+# The key of a translated sdpa output's meta that passes/ort_attention.py reads: a dict
+# of the call's q, k, v, mask (or None) and scale, for a non-causal attention without
+# dropout.
+SDPA_META = "pt2onnx.sdpa"
+
 
 def _dim(x: ir.Value, i: int) -> Any:
     assert x.shape is not None
@@ -34,9 +39,16 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
         return g.cast(out, ir.DataType.BFLOAT16)
     scores = _scores(g, q, k, attn_mask, is_causal, scale, enable_gqa)
     out = g.op.MatMul(g.op.Softmax(scores, axis=-1), _gqa_v(g, q, v, enable_gqa))
-    if attn_mask is None:
-        return out
-    return _zero_masked_rows(g, _hidden_rows(g, scores, attn_mask, is_causal, q), out, q)
+    if attn_mask is not None:
+        out = _zero_masked_rows(g, _hidden_rows(g, scores, attn_mask, is_causal, q), out, q)
+    if not dropout_p and not is_causal and not enable_gqa:
+        # What passes/ort_attention.py reads to write onnxruntime's MultiHeadAttention
+        # instead (optimize="onnxruntime"); the masked-row Where above stays.
+        head = _dim(q, -1)
+        if scale is not None or isinstance(head, int):
+            out.meta[SDPA_META] = {"q": q, "k": k, "v": v, "mask": attn_mask, "scale": float(
+                scale if scale is not None else 1.0 / math.sqrt(head))}
+    return out
 
 
 @translation(present("_scaled_dot_product_flash_attention_for_cpu.default"))

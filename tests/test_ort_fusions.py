@@ -1,0 +1,198 @@
+"""optimize="onnxruntime": onnxruntime's fused ops where they compute what the standard
+graph does (passes/ort_attention.py, ort_skip_norm.py, ort_bias_gelu.py).
+
+Each case exports with and without the option and runs both files in onnxruntime
+against eager at several sizes: the dynamic dims at 1, a padded batch row, a row
+whose every key is hidden (eager gives 0 there). The fused file must hold the fused
+ops where the pattern holds, and keep the standard ones where it does not.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import pt2onnx
+from pt2onnx.errors import InvalidInputError
+
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed")
+
+
+def _ops(prog) -> collections.Counter:
+    return collections.Counter(n.op_type for n in prog.model.graph)
+
+
+def _check(prog, module, cases, names, tol=1e-5):
+    session = ort.InferenceSession(prog.model_proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    for args in cases:
+        with torch.no_grad():
+            want = module(*args)
+        got = session.run(None, {n: a.numpy() for n, a in zip(names, args)})[0]
+        np.testing.assert_allclose(got, want.numpy(), rtol=tol, atol=tol)
+
+
+class _Sdpa(nn.Module):
+    def __init__(self, heads=4, size=8, v_size=8, scale=None):
+        super().__init__()
+        self.heads, self.size, self.v_size, self.scale = heads, size, v_size, scale
+
+    def forward(self, q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
+
+
+def _mask(kind, b, s, total):
+    if kind == "bool":  # the last batch row sees nothing from its 2nd query on
+        m = torch.rand(b, 1, s, total) > 0.3
+        m[..., 0] = True
+        m[-1, :, 1:] = False
+        return m
+    if kind == "bool_keys":  # [B, 1, 1, L]: padding, broadcast over the queries
+        m = torch.ones(b, 1, 1, total, dtype=torch.bool)
+        m[-1, ..., total // 2:] = False
+        return m
+    m = torch.randn(b, 1, s, total)
+    m[-1, :, 1:] = -torch.inf  # every key of these rows hidden
+    m[0, 0, 0, -1] = -torch.inf
+    return m
+
+
+@pytest.mark.parametrize("kind", ["bool", "bool_keys", "float"])
+@pytest.mark.parametrize("cross", [False, True])
+def test_sdpa_with_a_mask_is_multi_head_attention(kind, cross):
+    heads, size, v_size = 4, 8, 16 if cross else 8
+    module = _Sdpa(heads, size, v_size, scale=0.3 if cross else None)
+
+    def args(b, s):
+        total = s + 3 if cross else s
+        return (torch.randn(b, heads, s, size), torch.randn(b, heads, total, size),
+                torch.randn(b, heads, total, v_size), _mask(kind, b, s, total))
+
+    names = ["q", "k", "v", "mask"]
+    dims = {"q": {0: "b", 2: "s"}, "k": {0: "b", 2: "t"}, "v": {0: "b", 2: "t"},
+            "mask": {0: "b", 2: "s" if kind != "bool_keys" else None, 3: "t"}}
+    dims["mask"] = {k: v for k, v in dims["mask"].items() if v is not None}
+    prog = pt2onnx.export(module, args(2, 5), None, input_names=names, dynamic_shapes=dims,
+                          optimize="onnxruntime")
+    assert _ops(prog)["MultiHeadAttention"] == 1
+    assert _ops(prog)["Softmax"] == 0
+    _check(prog, module, [args(2, 5), args(1, 1), args(3, 2), args(2, 9)], names)
+
+
+def test_sdpa_without_a_mask_and_at_size_one():
+    module = _Sdpa()
+    args = (torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 8))
+
+    class NoMask(nn.Module):
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v)
+
+    names = ["q", "k", "v"]
+    dims = {n: {0: "b", 2: "s"} for n in names}
+    prog = pt2onnx.export(NoMask(), args, None, input_names=names, dynamic_shapes=dims,
+                          optimize="onnxruntime")
+    assert _ops(prog)["MultiHeadAttention"] == 1
+    cases = [tuple(torch.randn(b, 4, s, 8) for _ in range(3)) for b, s in ((2, 6), (1, 1), (3, 2))]
+    _check(prog, NoMask(), cases, names)
+    del module
+
+
+class _Causal(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+class _Grouped(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+
+@pytest.mark.parametrize(("module", "kv_heads"), [(_Causal(), 4), (_Grouped(), 2)])
+def test_attention_the_op_does_not_express_keeps_the_standard_ops(module, kv_heads):
+    args = (torch.randn(2, 4, 5, 8), torch.randn(2, kv_heads, 5, 8), torch.randn(2, kv_heads, 5, 8))
+    prog = pt2onnx.export(module, args, None, input_names=["q", "k", "v"],
+                          optimize="onnxruntime")
+    assert _ops(prog)["MultiHeadAttention"] == 0
+    assert _ops(prog)["Softmax"] == 1
+    _check(prog, module, [args], ["q", "k", "v"])
+
+
+class _Block(nn.Module):
+    """A pre-norm (ViT, Whisper's encoder) or post-norm (BERT) transformer block over
+    its own projections and sdpa, with a padding mask."""
+
+    def __init__(self, pre: bool, gelu: str, dim=32, heads=4):
+        super().__init__()
+        self.pre, self.gelu, self.heads = pre, gelu, heads
+        self.qkv = nn.ModuleList(nn.Linear(dim, dim) for _ in range(3))
+        self.out = nn.Linear(dim, dim)
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def _attend(self, x, mask):
+        b, s, d = x.shape
+        q, k, v = (p(x).view(b, s, self.heads, -1).transpose(1, 2) for p in self.qkv)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[:, None, None, :])
+        return self.out(a.transpose(1, 2).reshape(b, s, d))
+
+    def _mlp(self, x):
+        return self.down(F.gelu(self.up(x), approximate=self.gelu))
+
+    def forward(self, x, mask):
+        mask = mask.bool()
+        for _ in range(2):
+            if self.pre:
+                x = x + self._attend(self.norm1(x), mask)
+                x = x + self._mlp(self.norm2(x))
+            else:
+                x = self.norm1(x + self._attend(x, mask))
+                x = self.norm2(x + self._mlp(x))
+        return x
+
+
+@pytest.mark.parametrize(("pre", "gelu"), [(False, "none"), (True, "tanh")])
+def test_transformer_blocks_use_the_fused_ops_and_match_eager(pre, gelu):
+    torch.manual_seed(0)
+    module = _Block(pre, gelu).eval()
+
+    def args(b, s, pad):
+        mask = torch.ones(b, s, dtype=torch.int64)
+        if pad:
+            mask[-1, s - pad:] = 0
+        return torch.randn(b, s, 32), mask
+
+    names = ["x", "mask"]
+    dims = {"x": {0: "b", 1: "s"}, "mask": {0: "b", 1: "s"}}
+    plain = pt2onnx.export(module, args(2, 6, 2), None, input_names=names, dynamic_shapes=dims)
+    fused = pt2onnx.export(module, args(2, 6, 2), None, input_names=names, dynamic_shapes=dims,
+                           optimize="onnxruntime")
+    ops = _ops(fused)
+    assert ops["MultiHeadAttention"] == 2 and ops["Softmax"] == 0
+    assert ops["BiasGelu" if gelu == "none" else "FastGelu"] == 2 and ops["Gelu"] == 0
+    # Post-norm: both norms of each block read a residual add; pre-norm: the add before
+    # each norm but the first (whose sum the next residual reads: the op's 4th output).
+    assert ops["SkipLayerNormalization"] == (4 if not pre else 3)
+    assert len(list(fused.model.graph)) < len(list(plain.model.graph))
+    cases = [args(2, 6, 2), args(1, 1, 0), args(3, 4, 4), args(2, 9, 0)]
+    _check(fused, module, cases, names, tol=2e-5)
+    _check(plain, module, cases, names, tol=2e-5)
+
+
+def test_float16_attention_is_fused_and_close():
+    module = _Sdpa()
+    args = (torch.randn(2, 4, 5, 8).half(), torch.randn(2, 4, 5, 8).half(),
+            torch.randn(2, 4, 5, 8).half(), _mask("bool", 2, 5, 5))
+    prog = pt2onnx.export(module, args, None, input_names=["q", "k", "v", "mask"],
+                          optimize="onnxruntime")
+    assert _ops(prog)["MultiHeadAttention"] == 1
+    _check(prog, module, [args], ["q", "k", "v", "mask"], tol=3e-3)
+
+
+def test_optimize_takes_true_false_or_onnxruntime():
+    with pytest.raises(InvalidInputError, match="optimize='tensorrt'.*onnxruntime"):
+        pt2onnx.export(nn.ReLU(), (torch.randn(2),), None, optimize="tensorrt")
