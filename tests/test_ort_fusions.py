@@ -196,3 +196,27 @@ def test_float16_attention_is_fused_and_close():
 def test_optimize_takes_true_false_or_onnxruntime():
     with pytest.raises(InvalidInputError, match="optimize='tensorrt'.*onnxruntime"):
         pt2onnx.export(nn.ReLU(), (torch.randn(2),), None, optimize="tensorrt")
+
+
+def test_cli_optimize_onnxruntime(tmp_path, monkeypatch, capsys):
+    import onnx
+
+    from pt2onnx.cli import main
+
+    (tmp_path / "attn.py").write_text(
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, q, k, v):\n"
+        "        return F.scaled_dot_product_attention(q, k, v)\n\n"
+        "def make():\n    return M()\n")
+    monkeypatch.chdir(tmp_path)
+    shape = ["--input", "q:1x2x4x8", "--input", "k:1x2x4x8", "--input", "v:1x2x4x8"]
+    assert main(["export", "attn.py:make", *shape, "-o", "a.onnx", "-q",
+                 "--optimize", "onnxruntime"]) == 0
+    assert main(["export", "attn.py:make", *shape, "-o", "b.onnx", "-q"]) == 0
+    fused = {n.op_type for n in onnx.load(str(tmp_path / "a.onnx")).graph.node}
+    plain = {n.op_type for n in onnx.load(str(tmp_path / "b.onnx")).graph.node}
+    assert "MultiHeadAttention" in fused and "MultiHeadAttention" not in plain
+    with pytest.raises(SystemExit):
+        main(["export", "attn.py:make", *shape, "-o", "c.onnx", "--optimize", "fast"])
+    assert "not one of standard, onnxruntime or none" in capsys.readouterr().err

@@ -33,6 +33,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 verify=args.verify, dynamic=args.dynamic_all, precision=args.precision,
                 precision_io=args.precision_io,
                 export_modules_as_functions=_functions(args.modules_as_functions),
+                optimize=args.optimize,
             )
         except pt2onnx.VerificationError as exc:
             print(f"verify: MISMATCH, {out} not written")
@@ -160,6 +161,16 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
 
+def _optimize(value: str) -> bool | str:
+    """--optimize: standard (True), onnxruntime, or none (False)."""
+    choices: dict[str, bool | str] = {"standard": True, "onnxruntime": "onnxruntime",
+                                      "none": False}
+    if value not in choices:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not one of standard, onnxruntime or none")
+    return choices[value]
+
+
 def _functions(value: Any) -> Any:
     """--modules-as-functions: True (no value), or the comma-separated class names."""
     if value is True or not value:
@@ -195,6 +206,12 @@ def _add_commands(sub: Any) -> None:
                         help="each call of a module becomes a call of an ONNX function: "
                         "every module type, or the listed classes (names such as "
                         "TransformerEncoderLayer, or qualified names)")
+    export.add_argument("--optimize", default=True, type=_optimize,
+                        metavar="{standard,onnxruntime,none}",
+                        help="standard (default): the standard ONNX passes; onnxruntime: "
+                        "also onnxruntime's fused ops (MultiHeadAttention, "
+                        "SkipLayerNormalization, BiasGelu/FastGelu) where they compute the "
+                        "same; none: only the rewrites every file needs")
     export.set_defaults(fn=_cmd_export)
     llm = sub.add_parser(
         "export-llm", help="export a transformers decoder checkpoint for onnxruntime-genai")
