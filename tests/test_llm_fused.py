@@ -245,14 +245,19 @@ def test_fused_family_generates_transformers_greedy_tokens(name, tmp_path):
     assert _genai_tokens(tmp_path / "onnx", [PROMPT]) == _reference(model, [PROMPT])
 
 
+def _exported(config, tmp_path):
+    """(model, its export-llm result) for a tiny random checkpoint of ``config``."""
+    torch.manual_seed(0)
+    model = _vary(transformers.AutoModelForCausalLM.from_config(config).eval())
+    model.save_pretrained(tmp_path / "ckpt")
+    return model, pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+
+
 @pytest.mark.models
 @pytest.mark.parametrize("name", sorted(ROTARY))
 def test_rotary_inside_the_op_generates_transformers_greedy_tokens(name, tmp_path):
     _genai()
-    torch.manual_seed(0)
-    model = _vary(transformers.AutoModelForCausalLM.from_config(ROTARY[name]()).eval())
-    model.save_pretrained(tmp_path / "ckpt")
-    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    model, result = _exported(ROTARY[name](), tmp_path)
     proto, ops = _ops(result.model_path)
     nodes = _gqa_nodes(proto)
     assert len(nodes) == LAYERS
@@ -285,10 +290,7 @@ OUTSIDE = {
 @pytest.mark.parametrize("name", sorted(OUTSIDE))
 def test_rotary_outside_the_op_generates_transformers_greedy_tokens(name, tmp_path):
     _genai()
-    torch.manual_seed(0)
-    model = _vary(transformers.AutoModelForCausalLM.from_config(OUTSIDE[name]()).eval())
-    model.save_pretrained(tmp_path / "ckpt")
-    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    model, result = _exported(OUTSIDE[name](), tmp_path)
     proto, ops = _ops(result.model_path)
     nodes = _gqa_nodes(proto)
     assert len(nodes) == LAYERS
@@ -318,10 +320,7 @@ def test_rotation_that_is_not_the_table_keeps_the_model_ops(tmp_path, monkeypatc
         return q, k * 1.5
 
     monkeypatch.setattr(modeling_llama, "apply_rotary_pos_emb", scaled)
-    torch.manual_seed(0)
-    model = _vary(transformers.AutoModelForCausalLM.from_config(OUTSIDE["llama_8"]()).eval())
-    model.save_pretrained(tmp_path / "ckpt")
-    result = pt2onnx.export_llm(tmp_path / "ckpt", tmp_path / "onnx")
+    model, result = _exported(OUTSIDE["llama_8"](), tmp_path)
     assert not [w for w in result.warnings if "not fused" in w], result.warnings
     proto, ops = _ops(result.model_path)
     assert len(_gqa_nodes(proto)) == LAYERS

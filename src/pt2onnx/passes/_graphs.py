@@ -7,9 +7,18 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 
-def rewrite_all(model: ir.Model, rewrite: Callable[[ir.Graph], int]) -> int:
+def rewrite_all(model: ir.Model, rewrite: Callable[[ir.Graph], int],
+                domain: str | None = None) -> int:
     """Runs ``rewrite`` on the model's graph and on every If/Loop/Scan body in it;
-    returns the sum of what it returned (the nodes rewritten)."""
+    returns the sum of what it returned (the nodes rewritten). With ``domain``, the
+    model imports that domain (version 1) where anything was rewritten."""
+    count = _rewrite_all(model, rewrite)
+    if count and domain is not None:
+        model.opset_imports.setdefault(domain, 1)
+    return count
+
+
+def _rewrite_all(model: ir.Model, rewrite: Callable[[ir.Graph], int]) -> int:
     count = rewrite(model.graph)
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
         for attr in node.attributes.values():

@@ -97,7 +97,4 @@ def _rewrite(graph: ir.Graph) -> int:
 
 def apply(model: ir.Model) -> int:
     """Rewrites in place (subgraphs included); returns how many norms it fused."""
-    count = rewrite_all(model, _rewrite)
-    if count:
-        model.opset_imports.setdefault(MS_DOMAIN, 1)
-    return count
+    return rewrite_all(model, _rewrite, MS_DOMAIN)
