@@ -397,3 +397,68 @@ def test_inplace_ops_of_one_dtype_need_no_meta_run(monkeypatch):
     assert len(meta_runs) >= 2
     ops = prog.report.op_histogram
     assert ops.get("Relu") == 1 and ops.get("Mul") == 1 and ops.get("Sub") == 1
+
+
+class ShiftedWindowMask(nn.Module):
+    """swin's attention mask: x.new_zeros, filled slice by slice with constants (an
+    in-place write through a view), then read: a constant for every input."""
+
+    def forward(self, x):
+        mask = x.new_zeros((4, 6))
+        count = 0
+        for h in ((0, 2), (2, 3), (3, None)):
+            for w in ((0, -2), (-2, None)):
+                mask[h[0]:h[1], w[0]:w[1]] = count
+                count += 1
+        mask.add_(0.5)  # the constant itself written again
+        return x + mask.reshape(-1)[:4, None] * mask.sum()
+
+
+class InputWrittenIntoMask(nn.Module):
+    def forward(self, x):
+        mask = x.new_zeros((4, 6))
+        mask[:2, :] = x[0, 0]  # an input's value through a view: not a constant
+        return x[:, :1] + mask
+
+
+class BufferWrittenThroughView(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.zeros(4, 6))
+
+    def forward(self, x):
+        self.table[:2].fill_(1.0)
+        return x[:, :1] + self.table
+
+
+def test_a_constant_written_through_views_is_recorded():
+    model = ShiftedWindowMask()
+    prog, strategy = _export(model, torch.randn(4, 6))
+    assert strategy == RECORDED
+    _matches(prog, model, torch.randn(4, 6))
+
+
+@pytest.mark.parametrize("model", [InputWrittenIntoMask(), BufferWrittenThroughView()],
+                         ids=lambda m: type(m).__name__)
+def test_a_write_through_a_view_of_what_is_not_a_constant_is_not_recorded(model):
+    why = _try_record(model, (torch.randn(4, 6),), {}, lambda op: False)
+    assert isinstance(why, str) and "mutates" in why, why
+
+
+class WeightWrittenIntoCopy(nn.Module):
+    """A copy of a weight written through a view: it depends on the parameter, which
+    export_params=False feeds at run time, so it must not become a constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(6, 4))
+
+    def forward(self, x):
+        w = self.weight * 1.0
+        w[0] = 0.0
+        return x @ w.t()
+
+
+def test_a_weight_written_through_a_view_is_not_made_a_constant():
+    why = _try_record(WeightWrittenIntoCopy(), (torch.randn(3, 4),), {}, lambda op: False)
+    assert isinstance(why, str) and "mutates a tensor that has views" in why, why

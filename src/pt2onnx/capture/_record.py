@@ -18,8 +18,10 @@ when the run:
   flow), or runs an op whose output *shape* depends on such values (``nonzero``,
   boolean masks, ``unique``);
 - mutates a model input, a parameter or a buffer, or mutates a tensor through a
-  view or while a view of it exists (these need functionalization); an in-place op
-  on a fresh intermediate (``relu_``, ``add_``) is recorded as its functional form;
+  view or while a view of it exists (these need functionalization), unless the
+  value written is a constant (``_constant_writes``: swin's mask, filled slice by
+  slice); an in-place op on a fresh intermediate (``relu_``, ``add_``) is recorded as
+  its functional form;
 - sees a tensor subclass, an ``out=`` op, or anything else it cannot map.
 
 Ops that have a richer ONNX form (linear, scaled_dot_product_attention, layer_norm,
@@ -43,6 +45,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from pt2onnx.capture import _constant_writes
 from pt2onnx.capture import _shape_only as _so
 from pt2onnx.capture._heap import Trimmer
 from pt2onnx.capture._op_tensors import _map_tensors, _tensors
@@ -114,6 +117,12 @@ class _Recording:
         self.shape_only_ops = 0  # heavy ops whose output the recording did not compute
         self.computed_work = 0  # multiply-adds of the heavy ops it did compute
         self.heap = Trimmer()  # frees the heap pages of dropped intermediates (_heap.py)
+        # ids of tensors an in-place op wrote as a constant (constant_again): their
+        # constant is a copy, whatever its size.
+        self.forced_clones: set[int] = set()
+        self.refreshed: set[torch.fx.Node] = set()  # the constants made so, writable again
+        self.written: list[torch.Tensor] = []
+        self.constant_of: dict[torch.fx.Node, bool] = {}  # _from_constants, per node
 
     # -- values ------------------------------------------------------------------
 
@@ -153,9 +162,13 @@ class _Recording:
         else:
             name = f"c_lifted_tensor_{len(self.constants)}"
             value = t.detach()
-            self.constants[name] = value.clone() if value.numel() <= 1 << 16 else value
+            forced = id(t) in self.forced_clones
+            self.constants[name] = value.clone() if value.numel() <= 1 << 16 or forced \
+                else value
             node = self._placeholder(name, t)
             self.constant_nodes.append(node)
+            if forced:
+                self.refreshed.add(node)
         self.env[t] = node
         return node
 
@@ -175,7 +188,7 @@ class _Recording:
         if self.module_stack:
             node.meta["nn_module_stack"] = {
                 key: (path, mtype) for key, path, mtype in self.module_stack}
-        tainted = any(n in self.tainted for n in inputs) or (
+        tainted = (any(n in self.tainted for n in inputs) and func not in _constant_writes.SHAPE_FACTORIES) or (
             torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()))
         node.meta["val"] = self.fake(out)
         self.heap.made(out)
@@ -368,9 +381,11 @@ class _Dispatch(TorchDispatchMode):
         index = func._schema.arguments.index(written[0])
         target = args[index] if index < len(args) else kwargs.get(written[0].name)
         node = rec.env.get(target) if isinstance(target, torch.Tensor) else None
-        if node is None or node.op != "call_function":
+        if node is None or (node.op != "call_function" and node not in rec.refreshed):
             raise Unrecordable(f"{func} mutates a model input, parameter, buffer or constant")
-        if target._base is not None or id(target) in rec.viewed:
+        if target._base is not None or id(target) in rec.viewed or node in rec.refreshed:
+            if _constant_writes.constant_again(rec, target, inputs):
+                return func(*args, **kwargs)
             raise Unrecordable(f"{func} mutates a tensor that has views")
         out = func(*args, **kwargs)
         # The functional op's node now stands for the mutated tensor; earlier users keep
