@@ -56,13 +56,13 @@ def _mask(kind, b, s, total):
         m = torch.ones(b, 1, 1, total, dtype=torch.bool)
         m[-1, ..., total // 2:] = False
         return m
-    m = torch.randn(b, 1, s, total)
+    m = torch.randn(b, 4 if kind == "float_heads" else 1, s, total)  # T5: a bias per head
     m[-1, :, 1:] = -torch.inf  # every key of these rows hidden
     m[0, 0, 0, -1] = -torch.inf
     return m
 
 
-@pytest.mark.parametrize("kind", ["bool", "bool_keys", "float"])
+@pytest.mark.parametrize("kind", ["bool", "bool_keys", "float", "float_heads"])
 @pytest.mark.parametrize("cross", [False, True])
 def test_sdpa_with_a_mask_is_multi_head_attention(kind, cross):
     heads, size, v_size = 4, 8, 16 if cross else 8
@@ -220,3 +220,49 @@ def test_cli_optimize_onnxruntime(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         main(["export", "attn.py:make", *shape, "-o", "c.onnx", "--optimize", "fast"])
     assert "not one of standard, onnxruntime or none" in capsys.readouterr().err
+
+
+def _hf_encoders():
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    small = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=128, vocab_size=100)
+    return {
+        "bert": lambda: transformers.BertModel(transformers.BertConfig(**small)),
+        "distilbert": lambda: transformers.DistilBertModel(transformers.DistilBertConfig(
+            vocab_size=100, dim=64, n_layers=2, n_heads=4, hidden_dim=128)),
+        # causal and padding in one 4-D mask (not is_causal): fused with it as the bias
+        "clip_text": lambda: transformers.CLIPTextModel(transformers.CLIPTextConfig(
+            **small, bos_token_id=0, eos_token_id=1)),
+        # its relative position bias, one per head, plus the padding
+        "t5_encoder": lambda: transformers.T5EncoderModel(transformers.T5Config(
+            vocab_size=100, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4)),
+    }
+
+
+@pytest.mark.parametrize("name", ["bert", "distilbert", "clip_text", "t5_encoder"])
+def test_transformers_encoders_fuse_their_attention_and_match_eager(name):
+    torch.manual_seed(0)
+    inner = _hf_encoders()[name]().eval()
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, ids, mask):
+            return self.inner(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    def args(b, s, pad):
+        mask = torch.ones(b, s, dtype=torch.int64)
+        if pad:
+            mask[-1, s - pad:] = 0
+        return torch.randint(2, 100, (b, s)), mask
+
+    module = Encoder().eval()
+    names = ["ids", "mask"]
+    prog = pt2onnx.export(module, args(2, 9, 3), None, input_names=names,
+                          dynamic_shapes={"ids": {0: "b", 1: "s"}, "mask": {0: "b", 1: "s"}},
+                          optimize="onnxruntime")
+    assert _ops(prog)["MultiHeadAttention"] == 2
+    _check(prog, module, [args(2, 9, 3), args(1, 1, 0), args(3, 5, 5), args(2, 14, 0)], names,
+           tol=1e-5)

@@ -8,14 +8,14 @@ one ``MultiHeadAttention`` where the op computes the same thing:
 
 - query, key and value go in as ``[B, S, N * H]`` (``unsplit_heads`` then reads the
   model's own projections, from before its split into heads);
-- a mask becomes the op's ``attention_bias`` ``[B or 1, 1, S, L]``: a bool mask as 0
+- a mask becomes the op's ``attention_bias`` ``[B or 1, N or 1, S, L]``: a bool mask as 0
   where a key is seen and the dtype's lowest value where it is hidden (the standard
   graph's choice), a float mask as it is; the op adds it to the scaled scores;
 - a query whose every key is hidden: the rule's own ``Where`` that returns 0 for
   those rows (eager's answer) stays, and now reads the op's output.
 
 Left as it is: float32 and float16 only (onnxruntime's CPU kernels), static head
-count and sizes, a mask with one head, key and value heads equal to the query's.
+count and sizes, key and value heads equal to the query's.
 """
 
 from __future__ import annotations
@@ -92,12 +92,12 @@ def _merged(w: _Writer, x: ir.Value, dtype: ir.DataType) -> ir.Value:
 
 
 def _bias(w: _Writer, mask: ir.Value, q: ir.Value, k: ir.Value,
-          dtype: ir.DataType) -> ir.Value | None:
-    """The mask as the op's ``attention_bias`` ``[B or 1, 1, S, L]``, or None where it
-    can't be one."""
+          dtype: ir.DataType, heads: int) -> ir.Value | None:
+    """The mask as the op's ``attention_bias`` ``[B or 1, N or 1, S, L]`` (T5's relative
+    position bias has every head), or None where it can't be one."""
     assert q.shape is not None and k.shape is not None
     shape = mask.shape
-    if shape is None or len(shape) != 4 or shape[1] != 1:
+    if shape is None or len(shape) != 4 or shape[1] not in (1, heads):
         return None
     if mask.dtype == ir.DataType.BOOL:
         lowest = float(np.finfo(dtype.numpy()).min)
@@ -114,10 +114,10 @@ def _bias(w: _Writer, mask: ir.Value, q: ir.Value, k: ir.Value,
     # The op broadcasts the batch and head dims only: the rows and keys are expanded.
     rows = w.node("Shape", [q], {"start": 2, "end": 3}, dtype=ir.DataType.INT64, shape=[1])
     keys = w.node("Shape", [k], {"start": 2, "end": 3}, dtype=ir.DataType.INT64, shape=[1])
-    batch = w.node("Shape", [mask], {"start": 0, "end": 1}, dtype=ir.DataType.INT64, shape=[1])
-    target = w.node("Concat", [batch, w.const([1]), rows, keys], {"axis": 0},
-                    dtype=ir.DataType.INT64, shape=[4])
-    return w.node("Expand", [bias, target], dtype=dtype, shape=[shape[0], 1, s, total])
+    lead = w.node("Shape", [mask], {"start": 0, "end": 2}, dtype=ir.DataType.INT64, shape=[2])
+    target = w.node("Concat", [lead, rows, keys], {"axis": 0}, dtype=ir.DataType.INT64,
+                    shape=[4])
+    return w.node("Expand", [bias, target], dtype=dtype, shape=[shape[0], shape[1], s, total])
 
 
 def _fuse(graph: ir.Graph, node: ir.Node, out: ir.Value, call: dict[str, Any]) -> bool:
@@ -138,7 +138,7 @@ def _fuse(graph: ir.Graph, node: ir.Node, out: ir.Value, call: dict[str, Any]) -
     if mask is not None and (node.op_type != "Where" or node.domain or node.outputs[0] is not out):
         return False  # the rule's masked-row Where is what carries the note
     w = _Writer(graph, node, f"{node.name or 'sdpa'}_mha")
-    bias = _bias(w, mask, q, k, dtype) if mask is not None else None
+    bias = _bias(w, mask, q, k, dtype, heads) if mask is not None else None
     if mask is not None and bias is None:
         return False
     b, _, s, _ = q.shape
