@@ -102,6 +102,13 @@ def test_sdpa_without_a_mask_and_at_size_one():
     del module
 
 
+class _SharedKeys(nn.Module):
+    """Keys and values of batch 1 for a batch of queries: sdpa broadcasts them."""
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
 class _Causal(nn.Module):
     def forward(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -112,9 +119,11 @@ class _Grouped(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
 
-@pytest.mark.parametrize(("module", "kv_heads"), [(_Causal(), 4), (_Grouped(), 2)])
-def test_attention_the_op_does_not_express_keeps_the_standard_ops(module, kv_heads):
-    args = (torch.randn(2, 4, 5, 8), torch.randn(2, kv_heads, 5, 8), torch.randn(2, kv_heads, 5, 8))
+@pytest.mark.parametrize(("module", "kv_heads", "kv_batch"),
+                         [(_Causal(), 4, 2), (_Grouped(), 2, 2), (_SharedKeys(), 4, 1)])
+def test_attention_the_op_does_not_express_keeps_the_standard_ops(module, kv_heads, kv_batch):
+    args = (torch.randn(2, 4, 5, 8), torch.randn(kv_batch, kv_heads, 5, 8),
+            torch.randn(kv_batch, kv_heads, 5, 8))
     prog = pt2onnx.export(module, args, None, input_names=["q", "k", "v"],
                           optimize="onnxruntime")
     assert _ops(prog)["MultiHeadAttention"] == 0

@@ -131,10 +131,13 @@ def _fuse(graph: ir.Graph, node: ir.Node, out: ir.Value, call: dict[str, Any]) -
     shapes = [x.shape for x in (q, k, v)]
     if any(s is None or len(s) != 4 for s in shapes):
         return False
-    (_, heads, _, size), (_, k_heads, _, k_size), (_, v_heads, _, v_size) = shapes
+    (batch, heads, _, size), (k_batch, k_heads, _, k_size), (v_batch, v_heads, _, v_size) = \
+        shapes
     if not all(isinstance(d, int) for d in (heads, size, v_size)) or k_heads != heads \
             or v_heads != heads or k_size != size or not scale > 0:
         return False
+    if batch is None or k_batch != batch or v_batch != batch:
+        return False  # sdpa broadcasts a batch of 1 against the query's; the op does not
     if mask is not None and (node.op_type != "Where" or node.domain or node.outputs[0] is not out):
         return False  # the rule's masked-row Where is what carries the note
     w = _Writer(graph, node, f"{node.name or 'sdpa'}_mha")
