@@ -1,5 +1,5 @@
 """optimize="onnxruntime": onnxruntime's fused ops where they compute what the standard
-graph does (passes/ort_attention.py, ort_skip_norm.py, ort_bias_gelu.py).
+graph does (passes/ort_attention.py, ort_skip_norm.py).
 
 Each case exports with and without the option and runs both files in onnxruntime
 against eager at several sizes: the dynamic dims at 1, a padded batch row, a row
@@ -182,11 +182,14 @@ def test_transformer_blocks_use_the_fused_ops_and_match_eager(pre, gelu):
                            optimize="onnxruntime")
     ops = _ops(fused)
     assert ops["MultiHeadAttention"] == 2 and ops["Softmax"] == 0
-    assert ops["BiasGelu" if gelu == "none" else "FastGelu"] == 2 and ops["Gelu"] == 0
-    # Post-norm: both norms of each block read a residual add; pre-norm: the add before
-    # each norm but the first (whose sum the next residual reads: the op's 4th output).
-    assert ops["SkipLayerNormalization"] == (4 if not pre else 3)
-    assert len(list(fused.model.graph)) < len(list(plain.model.graph))
+    assert ops["Gelu"] == 2  # BiasGelu is slower than Gemm (bias inside) + Gelu on CPU
+    # Post-norm: both norms of each block read a residual add. Pre-norm: the next
+    # residual reads the sum too, and onnxruntime's CPU kernel with the sum as an output
+    # is slower than Add + LayerNormalization (ViT-B/16: 17 ms against 3 ms): left.
+    assert ops["SkipLayerNormalization"] == (4 if not pre else 0)
+    # Post-norm: fewer nodes; pre-norm: the attention alone, its layout nodes as many
+    # as the standard ops it replaces.
+    assert len(list(fused.model.graph)) <= len(list(plain.model.graph)) - (0 if pre else 4)
     cases = [args(2, 6, 2), args(1, 1, 0), args(3, 4, 4), args(2, 9, 0)]
     _check(fused, module, cases, names, tol=2e-5)
     _check(plain, module, cases, names, tol=2e-5)

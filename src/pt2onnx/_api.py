@@ -117,7 +117,7 @@ def export(
         external_data: write weights to ``<f>.data``; None decides by size.
         optimize: run the small ONNX pass pipeline (True); ``"onnxruntime"``: also
             write onnxruntime's fused ops where they compute what the standard ones do
-            (MultiHeadAttention, SkipLayerNormalization, BiasGelu / FastGelu; the file
+            (MultiHeadAttention, SkipLayerNormalization; the file
             then runs only where com.microsoft ops do: docs/performance.md); False: only
             the rewrites every file needs.
         verify: compare onnxruntime with eager PyTorch on ``args``.

@@ -210,7 +210,7 @@ def _add_commands(sub: Any) -> None:
                         metavar="{standard,onnxruntime,none}",
                         help="standard (default): the standard ONNX passes; onnxruntime: "
                         "also onnxruntime's fused ops (MultiHeadAttention, "
-                        "SkipLayerNormalization, BiasGelu/FastGelu) where they compute the "
+                        "SkipLayerNormalization) where they compute the "
                         "same; none: only the rewrites every file needs")
     export.set_defaults(fn=_cmd_export)
     llm = sub.add_parser(

@@ -19,7 +19,6 @@ from pt2onnx.passes import (
     fold_batch_norm,
     module_functions,
     ort_attention,
-    ort_bias_gelu,
     ort_cpu_types,
     ort_skip_norm,
     pad_before_max_pool,
@@ -34,7 +33,7 @@ from pt2onnx.passes import (
 # The door: the pipelines; each pass module above is public too.
 __all__ = [
     "cleanup", "float32_ops", "fold_batch_norm", "module_functions", "optimize", "ort_attention",
-    "ort_bias_gelu", "ort_cpu_types", "ort_skip_norm",
+    "ort_cpu_types", "ort_skip_norm",
     "pad_before_max_pool", "precision_io", "runtime_workarounds", "single_term_products", "transposed_matvec", "type_check", "unsplit_heads",
 ]
 
@@ -43,7 +42,7 @@ def optimize(model: ir.Model, float32: bool = False, onnxruntime: bool = False) 
     """Runs the default pass pipeline in place and returns the model; ``float32``: the
     precision-sensitive ops of a float16 / bfloat16 graph in float32 (``float32_ops``);
     ``onnxruntime``: onnxruntime's fused ops where they compute the same
-    (``ort_attention``, ``ort_skip_norm``, ``ort_bias_gelu``; optimize="onnxruntime")."""
+    (``ort_attention``, ``ort_skip_norm``; optimize="onnxruntime")."""
     # onnx_ir's IdentityEliminationPass is left out: it merges an Identity that
     # duplicates a subgraph output into its input, so both outputs become one
     # value (seen with onnx-ir 1.1 on a Scan body returning (h, h.clone())).
@@ -63,7 +62,6 @@ def optimize(model: ir.Model, float32: bool = False, onnxruntime: bool = False) 
     unsplit_heads.apply(model)
     if onnxruntime:
         ort_skip_norm.apply(model)
-        ort_bias_gelu.apply(model)
     runtime_workarounds.apply(model)
     pad_before_max_pool.apply(model)
     single_term_products.apply(model)
