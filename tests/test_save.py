@@ -125,7 +125,7 @@ def test_weights_mapped_from_a_file_are_handed_back_once_written(tmp_path):
     written (save/_pages.py); the file and the tensor keep their values."""
     import onnxruntime as ort
 
-    from pt2onnx.save import _pages
+    from pt2onnx.save import FilePages
 
     rows, cols = 1024, 2048  # 8 MB
     weights = tmp_path / "weights.bin"
@@ -136,7 +136,7 @@ def test_weights_mapped_from_a_file_are_handed_back_once_written(tmp_path):
         layer.weight = nn.Parameter(mapped, requires_grad=False)
     x = torch.randn(3, cols)
     want = layer(x).detach()  # reads every page
-    if not _pages.FilePages().release(mapped):
+    if not FilePages().release(mapped):
         pytest.skip("the kernel did not take MADV_PAGEOUT (Linux before 5.4)")
     layer(x)
     before = _mapped_rss_kb(weights)

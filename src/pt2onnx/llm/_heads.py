@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from pt2onnx.rules.gqa import MS_DOMAIN
-
+MS_DOMAIN = "com.microsoft"
 # Ops over the last axis alone, whichever way the others are laid out.
 _LAST_AXIS = {("", "SimplifiedLayerNormalization"), ("", "LayerNormalization")}
 
