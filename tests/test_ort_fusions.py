@@ -195,6 +195,51 @@ def test_transformer_blocks_use_the_fused_ops_and_match_eager(pre, gelu):
     _check(plain, module, cases, names, tol=2e-5)
 
 
+class _TorchMha(nn.Module):
+    """nn.MultiheadAttention as torchvision's ViT and nn.TransformerEncoderLayer call it:
+    its forward reaches sdpa inside F.multi_head_attention_forward, decomposed to
+    _scaled_dot_product_flash_attention_for_cpu before the recording sees it."""
+
+    def __init__(self, batch_first, masks):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(32, 4, batch_first=batch_first)
+        self.batch_first, self.masks = batch_first, masks
+
+    def forward(self, x, padding):
+        keys = padding == 0 if self.masks in ("padding", "both") else None
+        s = x.shape[1 if self.batch_first else 0]
+        causal = (torch.ones(s, s, dtype=torch.bool).triu(1) if self.masks == "both"
+                  else None)
+        return self.attn(x, x, x, key_padding_mask=keys, attn_mask=causal,
+                         need_weights=False)[0]
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("masks", ["none", "padding", "both"])
+def test_torch_multihead_attention_is_fused(batch_first, masks):
+    torch.manual_seed(0)
+    module = _TorchMha(batch_first, masks).eval()
+
+    def args(b, s, pad):
+        padding = torch.ones(b, s, dtype=torch.int64)
+        if pad:
+            padding[-1, s - pad:] = 0
+        x = torch.randn(b, s, 32)
+        return (x if batch_first else x.transpose(0, 1).contiguous()), padding
+
+    names = ["x", "padding"]
+    dims = {"x": {0: "b", 1: "s"} if batch_first else {0: "s", 1: "b"},
+            "padding": {0: "b", 1: "s"}}
+    prog = pt2onnx.export(module, args(2, 6, 2), None, input_names=names, dynamic_shapes=dims,
+                          optimize="onnxruntime")
+    ops = _ops(prog)
+    assert ops["MultiHeadAttention"] == 1 and ops["Softmax"] == 0, ops
+    # No row with every key padded: eager's no_grad fast path (_native_multi_head_attention)
+    # gives NaN there and its Python path (what every exporter captures) 0.
+    cases = [args(2, 6, 2), args(1, 1, 0), args(3, 4, 3), args(2, 9, 0)]
+    _check(prog, module, cases, names, tol=2e-5)
+
+
 def test_float16_attention_is_fused_and_close():
     module = _Sdpa()
     args = (torch.randn(2, 4, 5, 8).half(), torch.randn(2, 4, 5, 8).half(),

@@ -62,6 +62,24 @@ def test_a_recording_given_up_still_trims(trims: list[int]) -> None:
     assert trims  # the finally: its pages go back before torch.export runs
 
 
+def test_the_step_follows_the_weights() -> None:
+    # A light model trims often (swin_t's activations outweigh its 0.11 GiB of weights),
+    # a heavy one at most every EVERY bytes.
+    assert _heap.step_for(0) == _heap.LEAST
+    assert _heap.step_for(1 << 30) == int((1 << 30) * _heap.SHARE)
+    assert _heap.step_for(1 << 40) == _heap.EVERY
+
+
+def test_a_light_model_trims_at_the_least_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(_heap, "_TRIM", lambda pad: calls.append(pad))
+    model = Chain().eval()  # 1 MiB of weights: the 8 MiB step
+    captured = _try_record(model, (torch.randn(512, 512),), {}, lambda op: False)
+    assert not isinstance(captured, str), captured
+    # 16 MiB of fresh outputs (each a 1 MiB tensor): 2 trims on the way, 1 at the end.
+    assert len(calls) == 3
+
+
 def test_views_and_scalars_count_nothing() -> None:
     heap = _heap.Trimmer(every=1 << 40)
     x = torch.zeros(1024)

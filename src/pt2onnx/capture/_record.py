@@ -47,7 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from pt2onnx.capture import _constant_writes
 from pt2onnx.capture import _shape_only as _so
-from pt2onnx.capture._heap import Trimmer
+from pt2onnx.capture._heap import Trimmer, step_for
 from pt2onnx.capture._op_tensors import _map_tensors, _tensors
 
 aten = torch.ops.aten
@@ -116,7 +116,9 @@ class _Recording:
         self.module_calls: dict[str, int] = {}
         self.shape_only_ops = 0  # heavy ops whose output the recording did not compute
         self.computed_work = 0  # multiply-adds of the heavy ops it did compute
-        self.heap = Trimmer()  # frees the heap pages of dropped intermediates (_heap.py)
+        # frees the heap pages of dropped intermediates (_heap.py), a step per weights
+        self.heap = Trimmer(step_for(sum(t.numel() * t.element_size()
+                                         for _, _, t in self.state.values())))
         # ids of tensors an in-place op wrote as a constant (constant_again): their
         # constant is a copy, whatever its size.
         self.forced_clones: set[int] = set()

@@ -42,13 +42,19 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
     if attn_mask is not None:
         out = _zero_masked_rows(g, _hidden_rows(g, scores, attn_mask, is_causal, q), out, q)
     if not dropout_p and not is_causal and not enable_gqa:
-        # What passes/ort_attention.py reads to write onnxruntime's MultiHeadAttention
-        # instead (optimize="onnxruntime"); the masked-row Where above stays.
-        head = _dim(q, -1)
-        if scale is not None or isinstance(head, int):
-            out.meta[SDPA_META] = {"q": q, "k": k, "v": v, "mask": attn_mask, "scale": float(
-                scale if scale is not None else 1.0 / math.sqrt(head))}
+        _note(out, q, k, v, attn_mask, scale)
     return out
+
+
+def _note(out: ir.Value, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Value | None,
+          scale: float | None) -> None:
+    """What passes/ort_attention.py reads to write onnxruntime's MultiHeadAttention
+    instead (optimize="onnxruntime"), for a call without dropout, causal flag or grouped
+    heads; the masked-row Where stays."""
+    head = _dim(q, -1)
+    if scale is not None or isinstance(head, int):
+        out.meta[SDPA_META] = {"q": q, "k": k, "v": v, "mask": attn_mask, "scale": float(
+            scale if scale is not None else 1.0 / math.sqrt(head))}
 
 
 @translation(present("_scaled_dot_product_flash_attention_for_cpu.default"))
@@ -61,6 +67,11 @@ def sdpa_flash_cpu(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value,
     out = g.op.MatMul(g.op.Softmax(scores, axis=-1), v)
     if attn_mask is not None:
         out = _zero_masked_rows(g, _hidden_rows(g, scores, attn_mask, is_causal, q), out, q)
+    if not dropout_p and not is_causal:
+        # sdpa reaches the graph as this op where torch decomposed it first: in
+        # torch.export's programs, and inside nn.MultiheadAttention's forward
+        # (F.multi_head_attention_forward calls sdpa below the recording's function mode).
+        _note(out, q, k, v, attn_mask, scale)
     lse_dtype = onnx_dtype(g.meta[1].dtype)
     lse = g.op.ReduceLogSumExp(g.cast(scores, lse_dtype), g.const([-1]), keepdims=0)
     return out, lse
