@@ -19,6 +19,8 @@ path's plus 5% of the weights; the ``bound`` column says whether it holds.
     python benchmarks/memory_table.py                       # the six models below
     python benchmarks/memory_table.py --models vit_large_patch16_224 swin_t
     python benchmarks/memory_table.py --exporters pt2onnx,torch.export
+    python benchmarks/memory_table.py --zoo --exporters pt2onnx,torch.export
+        # every torchvision and timm model of tests/models, with its tests' inputs
 
 Before a model, the free memory (``MemAvailable``) must hold about 2.5 times its
 weights (the model, the eager pass and the export); otherwise the row is
@@ -70,33 +72,74 @@ def _available() -> int:
     return 0
 
 
-def _build(name: str) -> tuple[Any, tuple[Any, ...]]:
+def _zoo() -> tuple[Any, Any]:
+    """The model tier's zoo modules (tests/models): their cases are the zoo's denominator."""
+    root = Path(__file__).resolve().parent.parent / "tests"
+    sys.path[:0] = [str(root), str(root / "models")]
+    import test_timm_zoo  # type: ignore[import-not-found]
+    import test_torchvision  # type: ignore[import-not-found]
+
+    return test_torchvision, test_timm_zoo
+
+
+def zoo_names() -> list[str]:
+    """Every torchvision and timm model of the zoo, as ``tv:NAME`` / ``timm:NAME``."""
+    tv, tm = _zoo()
+    return ([f"tv:{n}" for n in tv.CASES] + [f"tv:{n}" for n in tv.DETECTION]
+            + [f"timm:{c.name}" for c in tm.CASES])
+
+
+def _build_zoo(name: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """A zoo model with the zoo tests' inputs (timm's are 64x64, some built shallower)."""
+    import torch
+
+    tv, tm = _zoo()
+    kind, _, model_name = name.partition(":")
+    if kind == "timm":
+        case = next(c for c in tm.CASES if c.name == model_name)
+        model = tm.timm.create_model(model_name, pretrained=False, **case.kwargs).eval()
+        return model, (torch.randn(1, 3, case.size, case.size),), {}
+    if model_name in tv.DETECTION:
+        model = tv.torchvision.models.get_model(model_name, weights=None,
+                                                weights_backbone=None).eval()
+        return model, ([torch.randn(tv.DETECTION_IMAGE)],), {}
+    case = tv.CASES[model_name]
+    model = tv.torchvision.models.get_model(model_name, weights=None, **case.kwargs).eval()
+    return model, tuple(torch.randn(case.shape) for _ in range(case.inputs)), dict(
+        case.forward_kwargs)
+
+
+def _build(name: str) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     import torch
 
     torch.manual_seed(0)
+    if ":" in name:
+        return _build_zoo(name)
     if name == "swin_t":
         import torchvision
 
         model = torchvision.models.swin_t(weights=None).eval()
-        return model, (torch.randn(1, *MODELS[name] or (3, 224, 224)),)
+        return model, (torch.randn(1, *MODELS[name] or (3, 224, 224)),), {}
     import timm
 
     model = timm.create_model(name, pretrained=False).eval()
     shape = MODELS[name] or tuple(model.pretrained_cfg["input_size"])
-    return model, (torch.randn(1, *shape),)
+    return model, (torch.randn(1, *shape),), {}
 
 
-def _export(exporter: str, model: Any, args: tuple[Any, ...], out: Path) -> None:
+def _export(exporter: str, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+            out: Path) -> None:
     import torch
 
     if exporter == "pt2onnx":
         import pt2onnx
 
-        pt2onnx.export(model, args, out / "model.onnx")
+        pt2onnx.export(model, args, out / "model.onnx", kwargs=kwargs or None)
     elif exporter == "torch.export":
-        torch.export.export(model, args)
+        torch.export.export(model, args, kwargs=kwargs or None)
     elif exporter == "dynamo":
-        torch.onnx.export(model, args, out / "model.onnx", dynamo=True)
+        torch.onnx.export(model, args, out / "model.onnx", kwargs=kwargs or None,
+                          dynamo=True)
     else:
         raise SystemExit(f"unknown exporter {exporter!r}")
 
@@ -145,12 +188,12 @@ def worker(name: str, exporter: str, out: Path, stages: bool = False) -> dict[st
 
     _load_exporters()
     warnings.simplefilter("ignore")
-    model, args = _build(name)
+    model, args, kwargs = _build(name)
     weights = sum(t.numel() * t.element_size()
                   for t in [*model.parameters(), *model.buffers()])
     start = time.perf_counter()
     with torch.no_grad():
-        model(*args)
+        model(*args, **kwargs)
     eager_s = time.perf_counter() - start
     baseline = _status("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
@@ -159,13 +202,14 @@ def worker(name: str, exporter: str, out: Path, stages: bool = False) -> dict[st
     start = time.perf_counter()
     try:
         with probe:
-            _export(exporter, model, args, out)
+            _export(exporter, model, args, kwargs, out)
     except BaseException as exc:
         text = str(exc).strip().splitlines()
         return {"ok": False, "error": f"{type(exc).__name__}: {text[0][:160] if text else ''}"}
     seconds = time.perf_counter() - start
     return {"ok": True, "weights": weights, "baseline": baseline, "peak": _status("VmHWM"),
-            "seconds": seconds, "eager_s": eager_s, "input": list(args[0].shape),
+            "seconds": seconds, "eager_s": eager_s, "input": list(
+                (args[0][0] if isinstance(args[0], list) else args[0]).shape),
             "after": _status("VmRSS"), "stages": [
                 (st, at, (rss - baseline) / GiB, (hwm - baseline) / GiB if hwm else None)
                 for st, at, rss, hwm in seen]}
@@ -188,12 +232,20 @@ def _cell(r: dict[str, Any] | None) -> str:
     if not r["ok"]:
         return f"failed ({r['error']})"
     above = r["peak"] - r["baseline"]
-    return f"{above / GiB:.2f} GiB ({above / r['weights']:.2f}, {r['seconds']:.0f} s)"
+    return f"{_size(above)} ({above / r['weights']:.2f}, {r['seconds']:.0f} s)"
+
+
+def _size(n: float) -> str:
+    """GiB from 1 GiB up, MB below (the zoo's small models)."""
+    return f"{n / GiB:.2f} GiB" if abs(n) >= GiB else f"{n / 2**20:.0f} MB"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--zoo", action="store_true",
+                        help="every torchvision and timm model of the model tier's zoo "
+                             "(tests/models), with its tests' inputs, instead of --models")
     parser.add_argument("--exporters", default=",".join(EXPORTERS))
     parser.add_argument("--worker", nargs=3, metavar=("MODEL", "EXPORTER", "OUT"))
     parser.add_argument("--stages", action="store_true",
@@ -212,7 +264,9 @@ def main() -> int:
     print("\n| model | input | weights | eager baseline RSS | "
           + " | ".join(exporters) + " | pt2onnx - torch.export | bound |")
     print("|---|---|---|---|" + "---|" * len(exporters) + "---|---|")
-    for name in args.models:
+    names = zoo_names() if args.zoo else args.models
+    exceeded = []
+    for name in names:
         need = 2.5 * SIZES.get(name, 2.0) * 1e9
         if _available() < need:
             print(f"| {name} | skipped: {_available() / GiB:.1f} GiB available, about "
@@ -228,12 +282,16 @@ def main() -> int:
         gap = bound = "-"
         if mine and ref and mine["ok"] and ref["ok"]:
             diff = (mine["peak"] - mine["baseline"]) - (ref["peak"] - ref["baseline"])
-            gap = f"{diff / GiB:+.2f} GiB ({diff / weights:+.3f})"
+            gap = f"{'+' if diff >= 0 else '-'}{_size(abs(diff))} ({diff / weights:+.3f})"
             bound = "holds" if diff <= 0.05 * weights else "exceeded"
+            if bound == "exceeded":
+                exceeded.append(name)
         print(f"| {name} | {'x'.join(map(str, first['input'][1:]))} | "
-              f"{weights / GiB:.2f} GiB | {first['baseline'] / GiB:.2f} GiB | "
+              f"{_size(weights)} | {_size(first['baseline'])} | "
               + " | ".join(_cell(rows[e]) for e in exporters) + f" | {gap} | {bound} |",
               flush=True)
+    print(f"\n{len(names)} models; the bound exceeded on {len(exceeded)}: "
+          f"{', '.join(exceeded) or 'none'}")
     return 0
 
 
