@@ -119,11 +119,13 @@ class _Grouped(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
 
-@pytest.mark.parametrize(("module", "kv_heads", "kv_batch"),
-                         [(_Causal(), 4, 2), (_Grouped(), 2, 2), (_SharedKeys(), 4, 1)])
-def test_attention_the_op_does_not_express_keeps_the_standard_ops(module, kv_heads, kv_batch):
-    args = (torch.randn(2, 4, 5, 8), torch.randn(kv_batch, kv_heads, 5, 8),
-            torch.randn(kv_batch, kv_heads, 5, 8))
+# Causal with more keys than queries: the op's unidirectional is not sdpa's mask there.
+@pytest.mark.parametrize(("module", "kv_heads", "kv_batch", "kv_len"),
+                         [(_Causal(), 4, 2, 7), (_Grouped(), 2, 2, 5), (_SharedKeys(), 4, 1, 5)])
+def test_attention_the_op_does_not_express_keeps_the_standard_ops(module, kv_heads, kv_batch,
+                                                                  kv_len):
+    args = (torch.randn(2, 4, 5, 8), torch.randn(kv_batch, kv_heads, kv_len, 8),
+            torch.randn(kv_batch, kv_heads, kv_len, 8))
     prog = pt2onnx.export(module, args, None, input_names=["q", "k", "v"],
                           optimize="onnxruntime")
     assert _ops(prog)["MultiHeadAttention"] == 0
@@ -238,6 +240,60 @@ def test_torch_multihead_attention_is_fused(batch_first, masks):
     # gives NaN there and its Python path (what every exporter captures) 0.
     cases = [args(2, 6, 2), args(1, 1, 0), args(3, 4, 3), args(2, 9, 0)]
     _check(prog, module, cases, names, tol=2e-5)
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_causal_attention_is_unidirectional_where_queries_are_the_keys(same):
+    # onnxruntime's unidirectional is sdpa's top-left causal mask only where the queries
+    # are as many as the keys: one named dim for both, or the standard ops.
+    module = _Causal()
+
+    def args(b, s, t=None):
+        t = s if t is None else t
+        return torch.randn(b, 4, s, 8), torch.randn(b, 4, t, 8), torch.randn(b, 4, t, 8)
+
+    names = ["q", "k", "v"]
+    kv = "s" if same else "t"
+    dims = {"q": {0: "b", 2: "s"}, "k": {0: "b", 2: kv}, "v": {0: "b", 2: kv}}
+    prog = pt2onnx.export(module, args(2, 5), None, input_names=names, dynamic_shapes=dims,
+                          optimize="onnxruntime")
+    ops = _ops(prog)
+    assert ops["MultiHeadAttention"] == (1 if same else 0) and ops["Softmax"] == 1 - same
+    if same:
+        node = next(n for n in prog.model.graph if n.op_type == "MultiHeadAttention")
+        assert node.attributes["unidirectional"].as_int() == 1
+    cases = [args(2, 5), args(1, 1), args(3, 9)] + ([] if same else [args(2, 3, 6)])
+    _check(prog, module, cases, names)
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_transformers_decoders_fuse_their_causal_attention(name):
+    # Without a padding mask transformers calls sdpa with is_causal=True.
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    torch.manual_seed(0)
+    if name == "llama":
+        inner = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+            intermediate_size=128, vocab_size=100))
+    else:
+        inner = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_embd=64, n_layer=2, n_head=4, vocab_size=100, bos_token_id=0, eos_token_id=1))
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = inner.eval()
+
+        def forward(self, ids):
+            return self.inner(input_ids=ids, use_cache=False).logits
+
+    module = Decoder().eval()
+    prog = pt2onnx.export(module, (torch.randint(0, 100, (2, 7)),), None, input_names=["ids"],
+                          dynamic_shapes={"ids": {0: "b", 1: "s"}}, optimize="onnxruntime")
+    ops = _ops(prog)
+    assert ops["MultiHeadAttention"] == 2 and ops["Softmax"] == 0
+    _check(prog, module, [(torch.randint(0, 100, (b, s)),) for b, s in [(2, 7), (1, 1), (3, 12)]],
+           ["ids"])
 
 
 def test_float16_attention_is_fused_and_close():

@@ -57,4 +57,5 @@ def test_every_sdpa_sample_matches_eager_with_onnxruntime_ops():
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, equal_nan=True,
                                    err_msg=f"{[t.shape for t in tensors]} {sample.kwargs}")
     assert total >= 5
-    assert fused >= 1  # torch 2.13: 13 samples without dropout, 2 of them fused
+    print(f"{fused} of {total} samples fused")
+    assert fused >= 1  # torch 2.13: 13 samples without dropout, 2 of them fused (its causal samples have more keys than queries or 3-D inputs)

@@ -3,7 +3,8 @@
 The sdpa rule (``rules/attention.py``) writes attention in standard ops and notes on
 its output's ``meta["pt2onnx.sdpa"]`` the call it came from: query ``[B, N, S, H]``,
 key ``[B, N, L, H]``, value ``[B, N, L, Hv]``, the mask, the scale (only for a call
-without dropout, causal flag or grouped heads). This pass replaces that output with
+without dropout or grouped heads, and causal only without a mask where the queries are
+as many as the keys). This pass replaces that output with
 one ``MultiHeadAttention`` where the op computes the same thing:
 
 - query, key and value go in as ``[B, S, N * H]`` (``unsplit_heads`` then reads the
@@ -149,8 +150,11 @@ def _fuse(graph: ir.Graph, node: ir.Node, out: ir.Value, call: dict[str, Any]) -
                                      _merged(w, v, dtype)]
     if bias is not None:
         inputs += [None, None, bias]
-    attended = w.node("MultiHeadAttention", inputs, {"num_heads": heads, "scale": scale},
-                      domain=MS_DOMAIN, dtype=dtype, shape=[b, s, heads * v_size])
+    attrs: dict[str, Any] = {"num_heads": heads, "scale": scale}
+    if call.get("causal"):
+        attrs["unidirectional"] = 1  # the rule noted it only where queries = keys
+    attended = w.node("MultiHeadAttention", inputs, attrs, domain=MS_DOMAIN, dtype=dtype,
+                      shape=[b, s, heads * v_size])
     split = w.node("Reshape", [attended, w.const([0, 0, heads, v_size])], dtype=dtype,
                    shape=[b, s, heads, v_size])
     heads_first = w.node("Transpose", [split], {"perm": [0, 2, 1, 3]}, dtype=dtype,

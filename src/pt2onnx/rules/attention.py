@@ -41,20 +41,33 @@ def sdpa(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Va
     out = g.op.MatMul(g.op.Softmax(scores, axis=-1), _gqa_v(g, q, v, enable_gqa))
     if attn_mask is not None:
         out = _zero_masked_rows(g, _hidden_rows(g, scores, attn_mask, is_causal, q), out, q)
-    if not dropout_p and not is_causal and not enable_gqa:
-        _note(out, q, k, v, attn_mask, scale)
+    if not dropout_p and not enable_gqa:
+        _note(out, q, k, v, attn_mask, scale, is_causal)
     return out
 
 
+def _same_dim(a: Any, b: Any) -> bool:
+    """Equal at every size: the same int, or the same named dim (not an unknown one)."""
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    return getattr(a, "value", None) is not None and a.value == getattr(b, "value", None)
+
+
 def _note(out: ir.Value, q: ir.Value, k: ir.Value, v: ir.Value, attn_mask: ir.Value | None,
-          scale: float | None) -> None:
+          scale: float | None, is_causal: bool) -> None:
     """What passes/ort_attention.py reads to write onnxruntime's MultiHeadAttention
-    instead (optimize="onnxruntime"), for a call without dropout, causal flag or grouped
-    heads; the masked-row Where stays."""
+    instead (optimize="onnxruntime"), for a call without dropout or grouped heads; the
+    masked-row Where stays. A causal call only without a mask and where the queries are
+    the keys' length at every size (one dim, or equal ints): the op's ``unidirectional``
+    is sdpa's top-left causal mask there, and neither top-left nor bottom-right where
+    they differ (onnxruntime 1.31, CPU)."""
     head = _dim(q, -1)
+    if is_causal and (attn_mask is not None or rank(q) != 4 or rank(k) != 4
+                      or not _same_dim(_dim(q, 2), _dim(k, 2))):
+        return
     if scale is not None or isinstance(head, int):
         out.meta[SDPA_META] = {"q": q, "k": k, "v": v, "mask": attn_mask, "scale": float(
-            scale if scale is not None else 1.0 / math.sqrt(head))}
+            scale if scale is not None else 1.0 / math.sqrt(head)), "causal": is_causal}
 
 
 @translation(present("_scaled_dot_product_flash_attention_for_cpu.default"))
@@ -67,11 +80,11 @@ def sdpa_flash_cpu(g: RuleContext, q: ir.Value, k: ir.Value, v: ir.Value,
     out = g.op.MatMul(g.op.Softmax(scores, axis=-1), v)
     if attn_mask is not None:
         out = _zero_masked_rows(g, _hidden_rows(g, scores, attn_mask, is_causal, q), out, q)
-    if not dropout_p and not is_causal:
+    if not dropout_p:
         # sdpa reaches the graph as this op where torch decomposed it first: in
         # torch.export's programs, and inside nn.MultiheadAttention's forward
         # (F.multi_head_attention_forward calls sdpa below the recording's function mode).
-        _note(out, q, k, v, attn_mask, scale)
+        _note(out, q, k, v, attn_mask, scale, is_causal)
     lse_dtype = onnx_dtype(g.meta[1].dtype)
     lse = g.op.ReduceLogSumExp(g.cast(scores, lse_dtype), g.const([-1]), keepdims=0)
     return out, lse
