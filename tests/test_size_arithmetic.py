@@ -334,7 +334,7 @@ def test_int_of_a_negative_division_is_right_at_every_size(example: int) -> None
     """From an example of 2, non-strict torch.export guards
     ``Eq(TruncToInt(IntTrueDiv(-t, 3)), 0)`` (true for t <= 2 only) and keeps t's range
     whole: the file returned the whole row where eager returns a third. The guard is
-    judged over the range now (``_guards_hold.accepted_guards``): the capture is bounded
+    judged over the range now (``_judged.accepted_guards``): the capture is bounded
     to t <= 2, and strict mode's general graph is taken instead."""
     model = _IntOfNegative()
     with warnings.catch_warnings():

@@ -40,11 +40,11 @@ from pt2onnx.capture._dynamic import (
     without_dims,
 )
 from pt2onnx.capture._guards_hold import (
-    accepted_guards,
     edges_tracked,
     guards_bound_the_range,
     guards_hold,
 )
+from pt2onnx.capture._judged import accepted_guards
 from pt2onnx.capture._model_state import materialize_lazy
 from pt2onnx.capture._refine import without_far_split
 from pt2onnx.capture._residue import capture_by_residue, residue_moduli, split_by_residue

@@ -385,7 +385,7 @@ def _capture_declared(
             checked, unproved = checked + second_notes, unproved + second
         checked += judged
         if refined.holes:
-            from pt2onnx.capture._guards_hold import hole_points
+            from pt2onnx.capture._judged import hole_points
 
             unproved = unproved + hole_points(
                 refined, _symbol_names(positions, refined))
@@ -456,10 +456,10 @@ def _judged(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], spec: An
             refined: _dynamic.Refined) -> list[str]:
     """The guards torch.export accepted on a declared dim without proving them over its
     range, and on torch 2.12 the ones it deferred to run-time asserts, judged over the
-    range (``_guards_hold._judge``): a bound goes into ``refined.notes``, holes into
+    range (``_judged._judge``): a bound goes into ``refined.notes``, holes into
     ``refined.holes``, and the other notes are returned for the report. Raises
     CaptureError where the capture holds at the example's size only."""
-    from pt2onnx.capture._guards_hold import accepted_guards, deferred_asserts, split_counts
+    from pt2onnx.capture._judged import accepted_guards, deferred_asserts, split_counts
 
     names = _symbol_names(_declared_positions(module, args, kwargs, spec), refined)
     judged = accepted_guards(refined, names, module) + split_counts(refined, names, module)
@@ -474,11 +474,11 @@ def judge_later_guards(captured: CaptureResult, module: Any, args: tuple[Any, ..
                        why: str) -> list[str]:
     """Guards met after the capture, by torch's decompositions (deferred there:
     ``_compat.run_decompositions``), judged over the declared dims' ranges as the
-    capture's own are (``_guards_hold._judge``). Where one fails inside the range, the
+    capture's own are (``_judged._judge``). Where one fails inside the range, the
     file is run there against eager (points added to ``captured.size_one``). One that
     would bound the range is refused: the capture was made, and a decomposition does not
     narrow it. Returns the notes for the report."""
-    from pt2onnx.capture._guards_hold import _judge, hole_points
+    from pt2onnx.capture._judged import _judge, hole_points
 
     if not guards or not isinstance(module, torch.nn.Module):
         return []
