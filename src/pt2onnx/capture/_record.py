@@ -45,7 +45,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pt2onnx.capture import _constant_writes
+from pt2onnx.capture import _aliases, _constant_writes
 from pt2onnx.capture import _shape_only as _so
 from pt2onnx.capture._heap import Trimmer, step_for
 from pt2onnx.capture._op_tensors import _map_tensors, _tensors
@@ -236,43 +236,6 @@ class _Recording:
             self.viewed.add(id(base))
         self.env[t] = node
 
-    def reshape_aliases(self, t: torch.Tensor) -> list[torch.Tensor] | None:
-        """The other tensors the recording saw that share ``t``'s memory, where each is
-        ``t`` in another shape (every element, contiguous, same offset and dtype: a
-        ``view_as`` such as instance_norm's output, F.linear's 3-D output viewed from its
-        2-D product); None where one is not, or is an input, a parameter, a buffer or a
-        constant. Writing into ``t`` then writes each of them whole: each is ``t``'s new
-        value reshaped. Found by storage, not ``_base``: ``x.data`` and ``detach`` share
-        memory without one, and a view's ``_base`` is set only above the dispatcher."""
-        self.paused += 1  # untyped_storage is one of _ESCAPES to the function mode
-        try:
-            def key(x: torch.Tensor) -> tuple[int, int, int, torch.dtype, bool]:
-                storage = x.untyped_storage()
-                return (storage.data_ptr(), storage.nbytes(), x.storage_offset(), x.dtype,
-                        x.is_contiguous())
-
-            mine = key(t)
-            if t.numel() == 0 or mine[0] == 0 or mine[1] != t.numel() * t.element_size() \
-                    or not mine[4]:
-                return None  # t is not all of its memory
-            aliases = []
-            for other in list(self.env.keys()):
-                if other is t or other.device != t.device:
-                    continue
-                theirs = key(other)
-                if theirs[0] != mine[0]:
-                    continue
-                node = self.env.get(other)
-                if theirs != mine or node is None or node.op != "call_function" \
-                        or other.numel() != t.numel():
-                    return None
-                aliases.append(other)
-            return aliases
-        except (RuntimeError, NotImplementedError):
-            return None
-        finally:
-            self.paused -= 1
-
 
 def _dead_code(graph: torch.fx.Graph) -> None:
     """Drops unused ops, keeping the ones that exist for their effect on the export
@@ -422,18 +385,16 @@ class _Dispatch(TorchDispatchMode):
         node = rec.env.get(target) if isinstance(target, torch.Tensor) else None
         if node is None or (node.op != "call_function" and node not in rec.refreshed):
             raise Unrecordable(f"{func} mutates a model input, parameter, buffer or constant")
-        aliases: list[torch.Tensor] = []
+        plan = None
         if target._base is not None or id(target) in rec.viewed or node in rec.refreshed:
             if _constant_writes.constant_again(rec, target, inputs):
                 return func(*args, **kwargs)
-            found = rec.reshape_aliases(target) if node not in rec.refreshed else None
-            if found is None:
+            plan = _aliases.write_plan(rec, target) if node not in rec.refreshed else None
+            if plan is None:
                 raise Unrecordable(f"{func} mutates a tensor that has views")
-            aliases = found
         out = self._functional_write(func, functional, args, kwargs, inputs)
-        for alias in aliases:  # each now reads the written value, in its own shape
-            rec.record(aten.view.default, (target, list(alias.shape)), {}, alias,
-                       [rec.node_of(target)])
+        if plan is not None:
+            plan.apply(rec, target)  # what shares target's memory reads the write
         return out
 
     def _functional_write(self, func: Any, functional: Any, args: Any, kwargs: Any,

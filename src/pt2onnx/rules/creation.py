@@ -82,6 +82,13 @@ def fill(g: RuleContext, x: ir.Value, value: Any) -> ir.Value:
     return _fill(g, _like_shape(g, x), value)
 
 
+@translation(aten.fill.Tensor)
+def fill_tensor(g: RuleContext, x: ir.Value, value: ir.Value) -> ir.Value:
+    """fill.Tensor(Tensor self, Tensor value) -> Tensor"""
+    # value is 0-d; fill_ casts it to self's dtype (x[:, 0] = t writes this way).
+    return g.op.Expand(g.cast(value, g.dtype), _like_shape(g, x))
+
+
 @translation(aten.scalar_tensor.default)
 def scalar_tensor(g: RuleContext, s: Any, **_: Any) -> ir.Value:
     """scalar_tensor(Scalar s, *, ScalarType? dtype=None, ...) -> Tensor"""
