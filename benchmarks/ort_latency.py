@@ -11,7 +11,7 @@ session and timed in the same rounds, whose ratio to the first shows the spread
 that the other ratios should be read against.
 
     python benchmarks/ort_latency.py                       # bert, distilbert, vit_b_16, resnet50
-    python benchmarks/ort_latency.py --onnxruntime --models bert vit_b_16 whisper_encoder
+    python benchmarks/ort_latency.py --onnxruntime --models bert vit_b_16 whisper_encoder gpt2
         # optimize="onnxruntime" beside onnxruntime's transformer optimizer on torch.onnx's
     python benchmarks/ort_latency.py --models bert --rounds 100 --keep /tmp/new
     python benchmarks/ort_latency.py --models bert --files /tmp/old/bert.pt2onnx.onnx \
@@ -100,12 +100,32 @@ def _whisper_encoder() -> tuple[Any, tuple[Any, ...]]:
     return Wrapped().eval(), (torch.randn(1, config.num_mel_bins, 3000),)
 
 
+def _gpt2() -> tuple[Any, tuple[Any, ...]]:
+    """GPT-2 small (12 layers of 768), a prefill of SEQ tokens without a padding mask:
+    transformers calls sdpa with is_causal=True (optimize="onnxruntime": unidirectional)."""
+    import torch
+    import transformers
+
+    inner = transformers.GPT2Model(transformers.GPT2Config()).eval()
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: torch.Tensor) -> Any:
+            return self.inner(input_ids=input_ids, use_cache=False).last_hidden_state
+
+    return Wrapped().eval(), (torch.randint(1000, 2000, (1, SEQ)),)
+
+
 MODELS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
     "bert": _Encoder("BertConfig", "BertModel"),
     "distilbert": _Encoder("DistilBertConfig", "DistilBertModel"),
     "vit_b_16": _vision("vit_b_16"),
     "resnet50": _vision("resnet50"),
     "whisper_encoder": _whisper_encoder,
+    "gpt2": _gpt2,
 }
 EXPORTERS = ("pt2onnx", "dynamo", "torchscript")
 # --onnxruntime: pt2onnx's optimize="onnxruntime" file, and onnxruntime's own
@@ -114,7 +134,7 @@ ORT_EXPORTERS = ("pt2onnx ort", "dynamo + ort optimizer", "torchscript + ort opt
 # The optimizer's model_type for each (its fusions are chosen by it).
 ORT_TYPES = {"bert": ("bert", 12, 768), "distilbert": ("bert", 12, 768),
              "vit_b_16": ("vit", 12, 768), "resnet50": ("bert", 0, 0),
-             "whisper_encoder": ("bert", 8, 512)}
+             "whisper_encoder": ("bert", 8, 512), "gpt2": ("gpt2", 12, 768)}
 
 
 def _export(exporter: str, model: Any, args: tuple[Any, ...], path: Path,
@@ -273,7 +293,8 @@ def _table(results: dict[str, dict[str, Any]], rounds: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--models", nargs="*", default=["bert", "distilbert", "vit_b_16", "resnet50"],
+                        choices=list(MODELS))
     parser.add_argument("--rounds", type=int, default=50, help="timed runs of each session")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="write the files here (default: a temp dir)")
