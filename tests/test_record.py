@@ -551,3 +551,14 @@ def test_a_weight_written_through_a_view_is_not_made_a_constant():
     prog, strategy = _export(model, torch.randn(3, 4))
     assert strategy == RECORDED
     _matches(prog, model, torch.randn(3, 4))
+
+
+def test_state_names_that_are_not_identifiers_are_recorded():
+    # torchvision's regnet names its blocks "block1-0": once a subtraction in the graph's
+    # generated code, which gave the recording up for torch.export.
+    model = nn.Sequential()
+    model.add_module("block1-0", nn.Linear(4, 4))
+    model.add_module("2 x+y", nn.Linear(4, 3))
+    prog, strategy = _export(model.eval(), torch.randn(2, 4))
+    assert strategy == RECORDED, prog.report.fallbacks
+    _matches(prog, model, torch.randn(2, 4))

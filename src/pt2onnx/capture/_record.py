@@ -35,6 +35,7 @@ import contextlib
 import linecache
 import operator
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -288,7 +289,9 @@ _RUN_CODE = _run.__code__
 
 
 def _safe(name: str) -> str:
-    return name.replace(".", "_")
+    """A Python identifier for a state name: torchvision's regnet names its blocks
+    ``block1-0``, which the graph's generated code would read as a subtraction."""
+    return re.sub(r"\W", "_", name)
 
 
 def _functional(func: Any) -> Any:
