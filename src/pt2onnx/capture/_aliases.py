@@ -5,25 +5,32 @@ node then stands for the written tensor. Where the written tensor shares its mem
 with others the recording has seen, the write reaches them too, and their nodes must
 change with it. This module decides when that can be written exactly, from the
 tensors' layouts alone (size, stride, storage offset: the same facts eager uses), and
-records the new values:
+records the new values.
 
-- every other tensor on that memory is all of it in another shape (``view_as``, a
-  flatten, ``x.data``, ``detach``): each becomes a view of the new value;
-- the written tensor is one slice (``narrow``) or one index (``select``) along one dim
-  of the memory's owner, which the recording saw made by an op: the owner becomes a
-  ``slice_scatter`` / ``select_scatter`` of the new value (swin v2's
-  ``qkv_bias[n:2 * n].zero_()``), and the other tensors on it, all of it in another
-  shape, views of that.
+One tensor on the memory is its *owner*: all of it, contiguous from the start, made by
+an op the recording saw. Every tensor on the memory must be a *part* of the owner: a
+box of it (a slice along each dim, ``attn[:, :, 1:, 1:]`` in mvit) or a box with up
+to three of its dims taken by an index (``y[:, 2]``), or all of it in another shape (``view_as``, a flatten,
+``x.data``, ``detach``). Then
 
-Anything else (two overlapping slices, a strided view, an input's or a weight's
-memory) returns no plan, and the recording is given up for torch.export, which
-functionalizes. Aliases are found by storage, not ``_base``: ``x.data`` and
-``detach`` share memory without one, and a view's ``_base`` is set only above the
-dispatcher, after the recording has seen its op.
+- the written part goes back into the owner as nested ``slice_scatter`` /
+  ``select_scatter`` ops (swin v2's ``qkv_bias[n:2 * n].zero_()``, mvit's
+  ``attn[:, :, 1:, 1:] += ...``); where the written tensor is all of the memory in
+  another shape, the owner becomes a ``view`` of it;
+- every other tensor on the memory becomes its part of the new owner, read with
+  ``slice`` / ``select`` / ``view``: a slice that overlaps the write reads it.
+
+Anything else (a strided or transposed view, memory with no owner in the graph, an
+input's or a weight's memory) returns no plan, and the recording is given up for
+torch.export, which functionalizes. Aliases are found by storage, not ``_base``:
+``x.data`` and ``detach`` share memory without one, and a view's ``_base`` is set only
+above the dispatcher, after the recording has seen its op.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,27 +38,92 @@ import torch
 
 aten = torch.ops.aten
 
+# One step from a tensor to a part of it: ("slice", dim, start, end), ("select", dim,
+# index), or ("view", shape). Dims count in the tensor the step is applied to.
+Step = tuple[Any, ...]
+
 
 @dataclass
 class Plan:
     """How the write into a tensor reaches the rest of its memory."""
 
-    owner: torch.Tensor | None  # the memory's owner the recording saw, when not whole
-    scatter: tuple[Any, ...] | None  # (op, dim, start[, end]) putting the write in owner
-    wholes: list[torch.Tensor] = field(default_factory=list)  # all of it, reshaped
+    owner: torch.Tensor | None  # all of the memory, when the write is a part of it
+    steps: list[Step] = field(default_factory=list)  # owner -> the written part
+    parts: list[tuple[torch.Tensor, list[Step]]] = field(default_factory=list)
 
     def apply(self, rec: Any, written: torch.Tensor) -> None:
         """After ``written``'s node became its functional write: the owner and every
-        whole alias get their new nodes."""
-        source = written
-        if self.owner is not None and self.scatter is not None:
-            op, *where = self.scatter
-            rec.record(op, (self.owner, written, *where), {}, self.owner,
-                       [rec.node_of(self.owner), rec.node_of(written)])
-            source = self.owner
-        for alias in self.wholes:  # each reads the new value in its own shape
-            rec.record(aten.view.default, (source, list(alias.shape)), {}, alias,
-                       [rec.node_of(source)])
+        other part get their new nodes."""
+        owner = written if self.owner is None else self.owner
+        if self.owner is not None:
+            _scatter(rec, self.owner, self.steps, written)
+        for part, steps in self.parts:
+            _read(rec, owner, steps, part)
+
+
+def _view(t: torch.Tensor, step: Step) -> torch.Tensor:
+    kind, *where = step
+    if kind == "slice":
+        dim, start, end = where
+        return t.narrow(dim, start, end - start)
+    if kind == "select":
+        return t.select(*where)
+    return t.view(where[0])
+
+
+_VIEW_OPS = {"slice": aten.slice.Tensor, "select": aten.select.int, "view": aten.view.default}
+_SCATTER_OPS = {"slice": aten.slice_scatter.default, "select": aten.select_scatter.default}
+
+
+def _read(rec: Any, owner: torch.Tensor, steps: list[Step], part: torch.Tensor) -> None:
+    """Records ``part`` as ``steps`` applied to ``owner``'s node. The tensors between
+    are views made with the recording paused, which nothing keeps."""
+    source = owner
+    for i, step in enumerate(steps):
+        last = i == len(steps) - 1
+        rec.paused += 1
+        try:
+            out = part if last else _view(source, step)
+        finally:
+            rec.paused -= 1
+        op = _VIEW_OPS[step[0]]
+        args = (source, *step[1:]) if step[0] != "view" else (source, list(step[1]))
+        rec.record(op, args, {}, out, [rec.node_of(source)])
+        source = out
+
+
+def _scatter(rec: Any, owner: torch.Tensor, steps: list[Step], written: torch.Tensor) -> None:
+    """Records the owner's new value: ``written`` put back through ``steps``, the
+    innermost step first, each scatter into the view of the old value around it."""
+    if steps[0][0] == "view":  # the written tensor is all of it, in another shape
+        rec.record(aten.view.default, (written, list(owner.shape)), {}, owner,
+                   [rec.node_of(written)])
+        return
+    rec.paused += 1
+    try:
+        bases = [owner]  # the old value's views, outermost first
+        for step in steps[:-1]:
+            bases.append(_view(bases[-1], step))
+    finally:
+        rec.paused -= 1
+    for i in range(1, len(bases)):  # the old value's views as nodes
+        op = _VIEW_OPS[steps[i - 1][0]]
+        rec.record(op, (bases[i - 1], *steps[i - 1][1:]), {}, bases[i],
+                   [rec.node_of(bases[i - 1])])
+    value = written
+    for i in range(len(steps) - 1, -1, -1):
+        base, step = bases[i], steps[i]
+        if i == 0:
+            out = owner  # its memory holds the write: the real value of the result
+        else:
+            rec.paused += 1
+            try:  # a new object on the same memory, distinct from the base's own
+                out = _view(bases[i - 1], steps[i - 1])
+            finally:
+                rec.paused -= 1
+        rec.record(_SCATTER_OPS[step[0]], (base, value, *step[1:]), {}, out,
+                   [rec.node_of(base), rec.node_of(value)])
+        value = out
 
 
 def _storage(t: torch.Tensor) -> tuple[int, int]:
@@ -65,23 +137,34 @@ def _whole(t: torch.Tensor, nbytes: int) -> bool:
         t.numel() * t.element_size() == nbytes
 
 
-def _placed(t: torch.Tensor, owner: torch.Tensor) -> tuple[Any, ...] | None:
-    """``(slice_scatter, dim, start, end)`` or ``(select_scatter, dim, index)`` where
-    ``t`` is exactly ``owner.narrow(...)`` / ``owner.select(...)``; None otherwise."""
-    size, stride, offset = list(owner.shape), list(owner.stride()), t.storage_offset()
-    for dim in range(owner.dim()):
-        step = stride[dim]
-        if step <= 0 or offset % step:
-            continue
-        start = offset // step
-        if t.dim() == owner.dim() and start + t.shape[dim] <= size[dim]:
-            want = size[:dim] + [t.shape[dim]] + size[dim + 1:]
-            if list(t.shape) == want and list(t.stride()) == stride:
-                return aten.slice_scatter.default, dim, start, start + t.shape[dim]
-        if t.dim() == owner.dim() - 1 and start < size[dim]:
-            if list(t.shape) == size[:dim] + size[dim + 1:] and \
-                    list(t.stride()) == stride[:dim] + stride[dim + 1:]:
-                return aten.select_scatter.default, dim, start
+def _part(t: torch.Tensor, owner: torch.Tensor) -> list[Step] | None:
+    """The steps that take ``owner`` (contiguous, from the start of its memory) to
+    exactly ``t``: a box of slices, up to three of its dims taken by an index, or a
+    view of all of it. None where ``t`` is laid out otherwise (strided, transposed)."""
+    size = list(owner.shape)
+    if t.numel() == owner.numel() and t.is_contiguous() and t.storage_offset() == 0:
+        return [("view", list(t.shape))]
+    strides = [math.prod(size[d + 1:]) for d in range(len(size))]  # ignores size-1 dims'
+    offset = t.storage_offset()
+    starts = [(offset // s) % n for s, n in zip(strides, size)]
+    if sum(a * s for a, s in zip(starts, strides)) != offset:
+        return None
+    if not 0 <= owner.dim() - t.dim() <= 3:
+        return None
+    for dropped in itertools.combinations(range(owner.dim()), owner.dim() - t.dim()):
+        kept = [d for d in range(owner.dim()) if d not in dropped]
+        if all(starts[d] + n <= size[d] and (n == 1 or t.stride(i) == strides[d])
+               for i, (d, n) in enumerate(zip(kept, t.shape))):
+            steps: list[Step] = []
+            for d in range(owner.dim()):
+                at = d - sum(1 for g in dropped if g < d)  # d in the tensor the step sees
+                if d in dropped:
+                    steps.append(("select", at, starts[d]))
+                    continue
+                n = t.shape[kept.index(d)]
+                if (starts[d], n) != (0, size[d]):
+                    steps.append(("slice", at, starts[d], starts[d] + n))
+            return steps
     return None
 
 
@@ -102,19 +185,17 @@ def write_plan(rec: Any, t: torch.Tensor) -> Plan | None:
                     return None  # an input's, a weight's or a constant's memory
                 others.append(other)
         if not others:
-            return Plan(None, None)  # nothing else the recording saw reads this memory
-        if _whole(t, nbytes):
-            if all(_whole(o, nbytes) for o in others):
-                return Plan(None, None, others)
-            return None
-        owners = [o for o in others if _whole(o, nbytes)]
-        if not owners or any(not _whole(o, nbytes) for o in others):
-            return None  # another part of the memory: overlaps can't be told apart here
-        owner = owners[0]
-        placed = _placed(t, owner)
-        if placed is None:
-            return None
-        return Plan(owner, placed, owners[1:])
+            return Plan(None)  # nothing else the recording saw reads this memory
+        # The owner: all of the memory, the highest rank first (a part may keep a dim of
+        # size 1 that a flatter whole has not), the written tensor first among equals.
+        wholes = sorted((o for o in [t, *others] if _whole(o, nbytes)),
+                        key=lambda o: -o.dim())
+        for owner in wholes:
+            steps = _part(t, owner) if owner is not t else []
+            parts = [(o, _part(o, owner)) for o in others if o is not owner]
+            if steps is not None and all(where is not None for _, where in parts):
+                return Plan(None if owner is t else owner, steps, parts)  # type: ignore[arg-type]
+        return None  # no owner in the graph, or a tensor laid out otherwise
     except (RuntimeError, NotImplementedError):
         return None
     finally:
