@@ -250,12 +250,13 @@ def _size(n: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--models", nargs="+", default=None,
+                        help="the models to measure (with --zoo: only these of the zoo)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="fresh processes per cell; the median peak is shown")
     parser.add_argument("--zoo", action="store_true",
                         help="every torchvision and timm model of the model tier's zoo "
-                             "(tests/models), with its tests' inputs, instead of --models")
+                             "(tests/models), with its tests' inputs")
     parser.add_argument("--exporters", default=",".join(EXPORTERS))
     parser.add_argument("--worker", nargs=3, metavar=("MODEL", "EXPORTER", "OUT"))
     parser.add_argument("--stages", action="store_true",
@@ -274,7 +275,11 @@ def main() -> int:
     print("\n| model | input | weights | eager baseline RSS | "
           + " | ".join(exporters) + " | pt2onnx - torch.export | bound |")
     print("|---|---|---|---|" + "---|" * len(exporters) + "---|---|")
-    names = zoo_names() if args.zoo else args.models
+    if args.zoo:
+        names = [n for n in zoo_names() if args.models is None
+                 or n in args.models or n.partition(":")[2] in args.models]
+    else:
+        names = args.models or list(MODELS)
     exceeded = []
     for name in names:
         need = 2.5 * SIZES.get(name, 2.0) * 1e9

@@ -1,4 +1,4 @@
-"""Torch-version differences live in _compat.py only, and the tested set is stated once."""
+"""Torch-version differences live in _compat.py only, and the tested set is stated once (_tested.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pt2onnx import _compat
+from pt2onnx import _compat, _tested
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "pt2onnx"
@@ -47,19 +47,19 @@ def test_torch_version_is_parsed():
     ],
 )
 def test_is_tested_matches_whole_version_components(name, version, expected):
-    assert _compat.is_tested(name, version) is expected
+    assert _tested.is_tested(name, version) is expected
 
 
 def test_running_torch_is_a_tested_one():
-    assert _compat.is_tested("torch", _compat.TORCH_VERSION_STRING), (
-        f"torch {_compat.TORCH_VERSION_STRING} is not in _compat.TESTED; add it there, to the "
+    assert _tested.is_tested("torch", _compat.TORCH_VERSION_STRING), (
+        f"torch {_compat.TORCH_VERSION_STRING} is not in _tested.TESTED; add it there, to the "
         "CI matrix (.ci/run, Makefile) and to docs/compatibility.md"
     )
 
 
 def test_docs_state_the_tested_set():
     docs = (ROOT / "docs" / "compatibility.md").read_text()
-    for name, versions in _compat.TESTED.items():
+    for name, versions in _tested.TESTED.items():
         row = next((line for line in docs.splitlines() if line.startswith(f"| {name} |")), "")
         assert row, f"docs/compatibility.md has no '| {name} |' row in its tested table"
         for version in versions:
@@ -80,7 +80,7 @@ def test_docs_state_the_tested_set():
     ],
 )
 def test_nearest_tested(name, version, nearest):
-    assert _compat.nearest_tested(name, version) == nearest
+    assert _tested.nearest_tested(name, version) == nearest
 
 
 def test_doctor_names_the_nearest_tested_release_and_what_to_run(monkeypatch, capsys):
@@ -102,14 +102,14 @@ def test_ci_runs_every_tested_version():
     ci = (ROOT / ".ci" / "run").read_text()
     constraints = {p.name: p.read_text().splitlines() for p in ROOT.glob("constraints*.txt")}
     assert "make test\n" in ci, "CI must run the README's command first"
-    for version in _compat.TESTED["torch"]:
+    for version in _tested.TESTED["torch"]:
         assert any(f"torch=={version}" in lines for lines in constraints.values()), version
         assert (
             f"torch=={version}" in constraints["constraints.txt"]  # make test
             or f"make test-torch VERSION={version}" in ci
             or (f"TV_VERSION ?= {version}" in makefile and "make test-2.14" in ci)
         ), f"no CI leg runs torch {version}"
-    for version in _compat.TESTED["onnxruntime"]:
+    for version in _tested.TESTED["onnxruntime"]:
         assert any(f"onnxruntime=={version}" in lines for lines in constraints.values()), version
     assert "make typecheck" in ci or "typecheck" in ci
 

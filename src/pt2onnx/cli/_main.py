@@ -256,22 +256,22 @@ def _add_commands(sub: Any) -> None:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from pt2onnx import _compat
+    from pt2onnx import _tested
     from pt2onnx.report import versions
 
     found = versions()
     untested = []
     for name, version in found.items():
-        tested = _compat.is_tested(name, version)
+        tested = _tested.is_tested(name, version)
         if tested is None:
             note = ""
         elif tested:
             note = "tested"
         else:
             untested.append(name)
-            nearest = _compat.nearest_tested(name, version)
+            nearest = _tested.nearest_tested(name, version)
             note = (f"not tested; nearest tested {nearest}" if nearest else "not tested")
-            note += f" (CI runs {', '.join(_compat.TESTED[name])})"
+            note += f" (CI runs {', '.join(_tested.TESTED[name])})"
         print(f"{name:12s} {version:16s} {note}")
     if not untested:
         print("all versions are tested combinations")
