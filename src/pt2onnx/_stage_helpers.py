@@ -1,5 +1,6 @@
-"""Small pure helpers of ``_stages``: the inputs a program was captured on, the names of
-tied dims, the report's dim ranges and op counts, and quantized boundary leaves."""
+"""Small helpers of ``_stages``: the inputs a program was captured on, the names of
+tied dims, the report's dim ranges and op counts, quantized boundary leaves, and the
+I/O types of ``precision=``."""
 
 from __future__ import annotations
 
@@ -70,3 +71,31 @@ def histogram(model: ir.Model) -> dict[str, int]:
         key = node.op_type if not node.domain else f"{node.domain}::{node.op_type}"
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def precision_io(model: ir.Model, conv: Any, original: Any) -> None:
+    """The converted graph's floating inputs and outputs typed as ``precision_io``
+    says (``passes/precision_io.py``); ``conv`` is the ``Converted`` copy, ``original``
+    the caller's (model, args, kwargs). Nothing without ``precision=``."""
+    if conv is None or original is None:
+        return
+    from pt2onnx import passes
+    from pt2onnx.translate import onnx_dtype
+    from pt2onnx.verify import flatten_tensors
+
+    target = onnx_dtype(conv.dtype)
+    floating = {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
+                ir.DataType.BFLOAT16}
+    graph = model.graph
+    if conv.io == "convert":
+        outs = [target if v.dtype in floating else None for v in graph.outputs]
+        passes.precision_io.apply(model, [], outs)
+        return
+    source = onnx_dtype(conv.source)
+    leaves = flatten_tensors((original[1], original[2]))
+    if len(leaves) == len(graph.inputs):
+        ins = [onnx_dtype(t.dtype) if t.dtype.is_floating_point else None for t in leaves]
+    else:
+        ins = [source if v.dtype == target else None for v in graph.inputs]
+    outs = [source if v.dtype == target else None for v in graph.outputs]
+    passes.precision_io.apply(model, ins, outs)

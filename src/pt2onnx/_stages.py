@@ -28,6 +28,7 @@ from pt2onnx._stage_helpers import (
     dynamic_dims,
     example_of,
     histogram,
+    precision_io,
     quantized_leaf,
     tie_names,
 )
@@ -143,32 +144,6 @@ class Stages:
                                            call.precision, call.precision_io)
         call.model, call.args, call.kwargs = (
             self.converted.model, self.converted.args, self.converted.kwargs)
-
-    def _precision_io(self, model: ir.Model) -> None:
-        """The converted graph's floating inputs and outputs typed as ``precision_io``
-        says (``passes/precision_io.py``)."""
-        conv, original = self.converted, self.original
-        if conv is None or original is None:
-            return
-        from pt2onnx.translate import onnx_dtype
-        from pt2onnx.verify import flatten_tensors
-
-        target = onnx_dtype(conv.dtype)
-        floating = {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16,
-                    ir.DataType.BFLOAT16}
-        graph = model.graph
-        if conv.io == "convert":
-            outs = [target if v.dtype in floating else None for v in graph.outputs]
-            passes.precision_io.apply(model, [], outs)
-            return
-        source = onnx_dtype(conv.source)
-        leaves = flatten_tensors((original[1], original[2]))
-        if len(leaves) == len(graph.inputs):
-            ins = [onnx_dtype(t.dtype) if t.dtype.is_floating_point else None for t in leaves]
-        else:
-            ins = [source if v.dtype == target else None for v in graph.inputs]
-        outs = [source if v.dtype == target else None for v in graph.outputs]
-        passes.precision_io.apply(model, ins, outs)
 
     # -- rules ------------------------------------------------------------------------
     def _kept_whole(self, opset: int) -> tuple[Any, ...]:
@@ -418,7 +393,7 @@ class Stages:
         model = (passes.optimize(model, float32=half,
                                  onnxruntime=self.call.optimize == "onnxruntime")
                  if self.call.optimize else passes.cleanup(model, float32=half))
-        self._precision_io(model)
+        precision_io(model, self.converted, self.original)
         found = passes.type_check.violations(model)
         if found:
             self.write_report()
