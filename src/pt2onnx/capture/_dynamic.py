@@ -14,7 +14,6 @@ import inspect
 import logging
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +22,7 @@ import torch.utils._pytree as pytree
 from torch.export import Dim
 
 from pt2onnx import _compat
+from pt2onnx.capture import _frames
 from pt2onnx.errors import CaptureError, InvalidInputError
 
 
@@ -426,13 +426,7 @@ class GuardLog(logging.Handler):
 
 
 def _user_frame() -> str:
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_SKIP) and "<" not in filename[:1]:
-            return f"{os.path.basename(filename)}:{frame.f_lineno} in {frame.f_code.co_name}"
-        frame = frame.f_back  # type: ignore[assignment]
-    return ""
+    return _frames.place(_frames.user_frame(2, _SKIP))
 
 
 # -- capture with refinement --------------------------------------------------

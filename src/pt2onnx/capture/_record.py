@@ -32,11 +32,9 @@ where they have a rule; every other op is recorded as the dispatcher sees it.
 from __future__ import annotations
 
 import contextlib
-import linecache
 import operator
 import os
 import re
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -46,7 +44,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from pt2onnx.capture import _aliases, _constant_writes
+from pt2onnx.capture import _aliases, _constant_writes, _frames
 from pt2onnx.capture import _shape_only as _so
 from pt2onnx.capture._heap import Trimmer, step_for
 from pt2onnx.capture._op_tensors import _map_tensors, _tensors
@@ -252,33 +250,15 @@ def _dead_code(graph: torch.fx.Graph) -> None:
 
 _SKIP_DIRS = tuple(os.path.dirname(m.__file__ or "") + os.sep for m in (torch, contextlib))
 # This file, and the capture-time rewrites whose mode sees every call (frontends/_rewrites.py).
-_OWN_FILES = {__file__, os.path.join(os.path.dirname(os.path.dirname(__file__)), "frontends",
-                                     "_rewrites.py")}
+_OWN_FILES = frozenset({__file__, os.path.join(os.path.dirname(os.path.dirname(__file__)),
+                                               "frontends", "_rewrites.py")})
 
 
 def _user_frame() -> str:
     """The innermost frame of the model's code, as torch.export writes stack traces."""
-    frame: Any = sys._getframe(2)
-    while frame is not None:
-        if frame.f_code is _RUN_CODE:  # the model's own frames end here
-            return ""
-        name = frame.f_code.co_filename
-        if not name.startswith(_SKIP_DIRS) and name not in _OWN_FILES and not name.startswith("<"):
-            break
-        frame = frame.f_back
-    if frame is None:
-        return ""
-    code = frame.f_code
-    key = (code, frame.f_lineno)
-    hit = _FRAMES.get(key)
-    if hit is None:
-        line = linecache.getline(code.co_filename, frame.f_lineno).strip()
-        hit = _FRAMES[key] = (f'  File "{code.co_filename}", line {frame.f_lineno}, '
-                              f"in {code.co_name}\n    {line}\n")
-    return hit
+    return _frames.stack_trace(_frames.user_frame(3, _SKIP_DIRS, _OWN_FILES, _RUN_CODE))
 
 
-_FRAMES: dict[Any, str] = {}
 
 
 def _run(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
