@@ -5,8 +5,8 @@ reads the Conv's output, becomes one ``Conv`` whose weights and bias are scaled 
 norm: ``w * gamma / sqrt(var + eps)`` and ``(b - mean) * gamma / sqrt(var + eps) + beta``
 (computed in float64, rounded once to the weights' dtype). onnxruntime does the same at
 load time; the file is smaller and other runtimes get it too. The new weights are
-computed only when the model is saved, one tensor at a time, so no second copy of the
-weights is held meanwhile; the Conv's original weight initializer is left to whoever
+computed only when the model is saved, a block of output channels at a time, so no
+second copy of the weights, nor of one weight, is held meanwhile; the Conv's original weight initializer is left to whoever
 else reads it (and removed as unused otherwise).
 """
 
@@ -31,11 +31,22 @@ def _raw(v: ir.Value | None) -> torch.Tensor | None:
     return raw if isinstance(raw, torch.Tensor) and not raw.is_meta else None
 
 
+class _Made:
+    """A LazyTensor's function: ``make()``'s tensor, and, where ``make`` has them, its
+    ``blocks``, which the writer (``save/``) takes instead, a block of rows at a time."""
+
+    def __init__(self, make: Callable[[], torch.Tensor], name: str) -> None:
+        self.make, self.name = make, name
+        self.blocks = getattr(make, "blocks", None)
+
+    def __call__(self) -> ir.TensorProtocol:
+        return ir.tensor_adapters.TorchTensor(self.make(), name=self.name)
+
+
 def _lazy(graph: ir.Graph, make: Callable[[], torch.Tensor], like: torch.Tensor,
           shape: tuple[int, ...], name: str) -> ir.Value:
     dtype = onnx_dtype(like.dtype)
-    lazy = ir.LazyTensor(lambda: ir.tensor_adapters.TorchTensor(make(), name=name),
-                         dtype=dtype, shape=ir.Shape(shape), name=name)
+    lazy = ir.LazyTensor(_Made(make, name), dtype=dtype, shape=ir.Shape(shape), name=name)
     value = ir.Value(name=name, type=ir.TensorType(dtype), shape=ir.Shape(shape),
                      const_value=lazy)
     graph.register_initializer(value)
@@ -70,11 +81,6 @@ def _rewrite(graph: ir.Graph, names: Iterator[str]) -> int:
         def scale(v: torch.Tensor = var, g: torch.Tensor = gamma, e: float = eps) -> torch.Tensor:
             return torch.rsqrt(v.double() + e) * g.double()
 
-        def fused_weight(w: torch.Tensor = w, scale: Callable[[], torch.Tensor] = scale
-                         ) -> torch.Tensor:
-            with torch.no_grad():
-                return _scaled(w, scale().reshape(-1, *([1] * (w.dim() - 1))))
-
         def fused_bias(w: torch.Tensor = w, b: torch.Tensor | None = b, m: torch.Tensor = mean,
                        beta: torch.Tensor = beta, scale: Callable[[], torch.Tensor] = scale,
                        ) -> torch.Tensor:
@@ -84,7 +90,8 @@ def _rewrite(graph: ir.Graph, names: Iterator[str]) -> int:
 
         if len(conv.inputs) < 3:
             conv.resize_inputs(3)
-        conv.replace_input_with(1, _lazy(graph, fused_weight, w, tuple(w.shape), next(names)))
+        conv.replace_input_with(1, _lazy(graph, _Scaled(w, scale), w, tuple(w.shape),
+                                         next(names)))
         conv.replace_input_with(2, _lazy(graph, fused_bias, w, (w.shape[0],), next(names)))
         ir.convenience.replace_nodes_and_values(graph, bn, [bn], [], [bn.outputs[0]], [x])
         count += 1
@@ -97,13 +104,29 @@ def _rewrite(graph: ir.Graph, names: Iterator[str]) -> int:
 _BLOCK = 1 << 16
 
 
-def _scaled(w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """``(w.double() * scale).to(w.dtype)``, computed a block of output channels at a time."""
-    out = torch.empty_like(w, memory_format=torch.contiguous_format)
-    step = max(1, _BLOCK // max(1, w[0].numel()))
-    for i in range(0, w.shape[0], step):
-        out[i:i + step] = w[i:i + step].double().mul_(scale[i:i + step])
-    return out
+class _Scaled:
+    """The folded weight ``(w.double() * scale).to(w.dtype)``, a scale per output
+    channel: whole when called, or a block of output channels at a time (``blocks``),
+    which is how the file gets it: the whole new weight is never in memory at save."""
+
+    def __init__(self, w: torch.Tensor, scale: Callable[[], torch.Tensor]) -> None:
+        self.w, self.scale = w, scale
+
+    def blocks(self) -> Iterator[torch.Tensor]:
+        w = self.w
+        scale = self.scale().reshape(-1, *([1] * (w.dim() - 1)))
+        step = max(1, _BLOCK // max(1, w[0].numel()))
+        with torch.no_grad():
+            for i in range(0, w.shape[0], step):
+                yield w[i:i + step].double().mul_(scale[i:i + step]).to(w.dtype)
+
+    def __call__(self) -> torch.Tensor:
+        out = torch.empty_like(self.w, memory_format=torch.contiguous_format)
+        i = 0
+        for block in self.blocks():
+            out[i:i + block.shape[0]] = block
+            i += block.shape[0]
+        return out
 
 
 def apply(model: ir.Model) -> int:

@@ -79,6 +79,18 @@ def _torch_bytes(tensor: ir.TensorProtocol) -> Any:
     return memoryview(tensor.tobytes())
 
 
+def _buffers(tensor: ir.TensorProtocol) -> Iterator[Any]:
+    """An initializer's bytes as buffers, in order. A LazyTensor whose function has
+    ``blocks`` (a folded conv weight, passes/fold_batch_norm.py) is written a block of
+    rows at a time, and never made whole."""
+    blocks = getattr(tensor.raw, "blocks", None) if isinstance(tensor, ir.LazyTensor) else None
+    if blocks is None:
+        yield _torch_bytes(tensor)
+        return
+    for block in blocks():
+        yield _tensor_buffer(block)
+
+
 def is_meta(value: ir.Value) -> bool:
     """Whether an initializer holds no data (its model was on the meta device)."""
     if value.meta.get("pt2onnx.meta"):
@@ -93,7 +105,8 @@ def meta_initializers(model: ir.Model) -> list[str]:
 
 def _write_tensor(value: ir.Value, tensor: ir.TensorProtocol, f: Any, source: Any) -> None:
     if source is None or not is_meta(value):
-        f.write(_torch_bytes(tensor))
+        for buffer in _buffers(tensor):
+            f.write(buffer)
         return
     dtype = torch_dtype(tensor.dtype)
     shape = tuple(tensor.shape.numpy())  # initializers are static
@@ -297,7 +310,8 @@ def _emit(sink: _StagedFile | _FileSink, parts: list[Any], source: Any) -> None:
             sink.write_transposed(src)
             pages.release(src)
         else:
-            sink.write(_torch_bytes(tensor))
+            for buffer in _buffers(tensor):
+                sink.write(buffer)
             if not isinstance(tensor, ir.LazyTensor):
                 pages.release(getattr(tensor, "raw", None))
 
