@@ -166,16 +166,23 @@ class _Block(nn.Module):
         return x
 
 
+def _padded(b, s, pad, batch_first=True):
+    """A batch of ``b`` sequences of ``s`` (width 32) and its padding mask, 1 where a
+    token is real: the last sequence's final ``pad`` tokens are padding."""
+    mask = torch.ones(b, s, dtype=torch.int64)
+    if pad:
+        mask[-1, s - pad:] = 0
+    x = torch.randn(b, s, 32)
+    return (x if batch_first else x.transpose(0, 1).contiguous()), mask
+
+
 @pytest.mark.parametrize(("pre", "gelu"), [(False, "none"), (True, "tanh")])
 def test_transformer_blocks_use_the_fused_ops_and_match_eager(pre, gelu):
     torch.manual_seed(0)
     module = _Block(pre, gelu).eval()
 
     def args(b, s, pad):
-        mask = torch.ones(b, s, dtype=torch.int64)
-        if pad:
-            mask[-1, s - pad:] = 0
-        return torch.randn(b, s, 32), mask
+        return _padded(b, s, pad)
 
     names = ["x", "mask"]
     dims = {"x": {0: "b", 1: "s"}, "mask": {0: "b", 1: "s"}}
@@ -223,11 +230,7 @@ def test_torch_multihead_attention_is_fused(batch_first, masks):
     module = _TorchMha(batch_first, masks).eval()
 
     def args(b, s, pad):
-        padding = torch.ones(b, s, dtype=torch.int64)
-        if pad:
-            padding[-1, s - pad:] = 0
-        x = torch.randn(b, s, 32)
-        return (x if batch_first else x.transpose(0, 1).contiguous()), padding
+        return _padded(b, s, pad, batch_first)
 
     names = ["x", "padding"]
     dims = {"x": {0: "b", 1: "s"} if batch_first else {0: "s", 1: "b"},
