@@ -16,6 +16,7 @@ from pt2onnx import _compat
 from pt2onnx.capture import (
     _below_minimum,
     _dynamic,
+    _failures,
     _fixed_dims,
     _refine,
     _second_size,
@@ -75,13 +76,6 @@ class CaptureResult:
     below_example: tuple[str, Exception] | None = None
 
 
-def _short(exc: BaseException, limit: int = 1200) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    if len(text) > limit:
-        text = text[:limit] + " [...]"
-    return text
-
-
 def capture(
     model: Any,
     args: tuple[Any, ...],
@@ -133,13 +127,6 @@ def capture(
     return result
 
 
-def _int_of_size(message: str) -> bool:
-    """Whether a refusal may come from int() of a size, which non-strict torch.export
-    evaluates (a dim fixed, or a guard on ``math.trunc(... sym_float(b))``) and strict
-    mode keeps symbolic."""
-    return any(s in message for s in ("can only take one size", "math.trunc(", "sym_float("))
-
-
 def _record_enabled() -> bool:
     """PT2ONNX_CAPTURE=export turns the recording off (every capture uses torch.export)."""
     import os
@@ -164,7 +151,7 @@ def _try_record(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
     except _record.Unrecordable as exc:
         return f"static recording not used: {exc}"
     except Exception as exc:  # the model's own error comes again from torch.export
-        return f"static recording not used: {_short(exc, 300)}"
+        return f"static recording not used: {_failures.short(exc, 300)}"
     return CaptureResult(program, RECORDED, warnings=notes, recorded=True)
 
 
@@ -336,23 +323,23 @@ def _capture_declared(
                     if _narrowed(other.notes) < _narrowed(refined.notes):
                         refined, strict, judged = other, True, other_judged
         except CaptureError as exc:
-            if strict or fixed is not None or not _int_of_size(str(exc)):
+            if strict or fixed is not None or not _failures.int_of_size(str(exc)):
                 raise (fixed or exc) from None
             fixed = exc
             continue
         except InvalidInputError:
             raise
         except Exception as exc:
-            errors.append(f"torch.export.export(strict={strict}) failed: {_short(exc)}")
-            if dynamic_shapes is not None and _is_shape_spec_error(exc):
+            errors.append(f"torch.export.export(strict={strict}) failed: {_failures.short(exc)}")
+            if dynamic_shapes is not None and _failures.is_shape_spec_error(exc):
                 if not strict and fixed is None and "specialized it to be a constant" in str(
                         exc):
                     # len() or int() of a size: dynamo keeps it symbolic (the refusal
                     # stands if strict mode fails too).
-                    fixed = CaptureError(_spec_error_message(exc))
+                    fixed = CaptureError(_failures.spec_error_message(exc))
                     continue
                 # The dynamic_shapes spec is wrong; strict mode would say the same.
-                raise CaptureError(_spec_error_message(exc)) from None
+                raise CaptureError(_failures.spec_error_message(exc)) from None
             continue
         positions = _declared_positions(module, args, kwargs, dynamic_shapes)
         ties = _size_one.ties(refined.program, positions)
@@ -433,7 +420,7 @@ def _capture_declared(
     try:
         ep, notes = trace(module, args, kwargs, decompositions() if decompositions else None)
     except Exception as exc:
-        errors.append(f"make_fx trace (last resort) failed: {_short(exc)}")
+        errors.append(f"make_fx trace (last resort) failed: {_failures.short(exc)}")
         raise CaptureError(
             "torch.export could not capture the model, and neither could a trace.\n"
             + "\n".join(f"  - {e}" for e in errors)
@@ -540,55 +527,6 @@ def _symbol_names(positions: list[tuple[str, int, int, int]],
         if isinstance(d, torch.SymInt):
             names.setdefault(d.node.expr, name)
     return names
-
-
-def _spec_error_message(exc: BaseException) -> str:
-    """torch.export's complaint about a dynamic_shapes spec, with the next step for its kind."""
-    text = _dynamic._torch_message(exc)
-    if "structure" in text or "same length" in text or "dynamic_shapes" in text:
-        step = ("give dynamic_shapes the structure of the inputs: a dict keyed by forward's "
-                "argument names (or a tuple in order), None for a static input, a dict "
-                "{axis: Dim} for a tensor, and a list of those for a list of tensors or a cache.")
-        kind = "the dynamic_shapes spec does not match the inputs"
-    elif "must always be equal" in text or "must be related" in text:
-        step = "use one Dim for dims that are always equal, or a derived Dim (2 * d) for related ones."
-        kind = "dims declared independent are related in the model"
-    elif "not in range" in text:
-        step = "widen the Dim's min/max so the example's size is inside it, or change the example."
-        kind = "an example size is outside its Dim's range"
-    else:
-        step = ("a guard above bounds or specialises a dim. Narrow that Dim's min/max to the range "
-                "the model supports, make it static, or use Dim.AUTO to let torch.export choose.")
-        kind = "torch.export rejected the dynamic shapes"
-    return f"{kind}:\n  - {text}\nNext step: {step}"
-
-
-def _is_shape_spec_error(exc: BaseException) -> bool:
-    """A torch.export error about the dynamic_shapes spec itself (a violated Dim range,
-    a spec that does not fit the inputs), which strict mode or a trace would not fix."""
-    if type(exc).__name__ == "ConstraintViolationError":
-        return True
-    if _is_data_dependent(exc):
-        # Strict mode reports a guard on a data-dependent value (an if on tensor data,
-        # .item() as a size) as a constraint violation; no spec fixes it, a trace may.
-        return False
-    if type(exc).__name__ != "UserError":
-        return False
-    kind = getattr(getattr(exc, "error_type", None), "name", "")
-    text = str(exc)
-    if kind in ("CONSTRAINT_VIOLATION", "DYNAMIC_DIM"):
-        return True
-    return kind == "INVALID_INPUT" and "dynamic_shapes" in text
-
-
-def _is_data_dependent(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if type(seen).__name__ == "GuardOnDataDependentSymNode" or \
-                "data-dependent expression" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 def _register_mapping_outputs(
