@@ -16,6 +16,7 @@ nothing.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 from typing import Any
 
@@ -38,6 +39,11 @@ def step_for(weight_bytes: int) -> int:
     return int(min(EVERY, max(LEAST, weight_bytes * SHARE)))
 
 
+def lean_limit(weight_bytes: int) -> int:
+    """The recording's resident growth past which it goes lean, for these weights."""
+    return int(max(LEAN_LEAST, weight_bytes * LEAN_SHARE))
+
+
 def _malloc_trim() -> Any:
     if not sys.platform.startswith("linux"):
         return None
@@ -56,13 +62,37 @@ def trim() -> None:
         _TRIM(0)
 
 
-class Trimmer:
-    """Counts the bytes of the tensors a recording makes and trims past ``every``."""
+# Resident growth of a recording, as a share of the weights (at least LEAN_LEAST), past
+# which it stops computing large values it never reads (``_Recording.lean``): the
+# recording's memory then follows the graph, not the example's activations.
+LEAN_SHARE = 0.02
+LEAN_LEAST = 16 << 20
 
-    def __init__(self, every: int | None = None) -> None:
+
+def resident() -> int:
+    """This process's resident set in bytes (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+class Trimmer:
+    """Counts the bytes of the tensors a recording makes and trims past ``every``; at
+    each trim it also reads the resident set, and ``over`` becomes True once that has
+    grown past ``limit`` since the start."""
+
+    def __init__(self, every: int | None = None, limit: int | None = None) -> None:
         self.every = EVERY if every is None else every
         self.pending = 0
         self.trims = 0
+        self.limit = limit
+        self.start = resident() if limit is not None else 0
+        self.over = False
 
     def made(self, out: Any) -> None:
         """``out`` (an op's result) was just allocated; views and scalars count nothing."""
@@ -80,3 +110,5 @@ class Trimmer:
         if _TRIM is not None:
             self.trims += 1
             _TRIM(0)
+        if self.limit is not None and not self.over and self.start:
+            self.over = resident() - self.start > self.limit

@@ -46,7 +46,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from pt2onnx.capture import _aliases, _constant_writes, _frames
 from pt2onnx.capture import _shape_only as _so
-from pt2onnx.capture._heap import Trimmer, step_for
+from pt2onnx.capture._heap import Trimmer, lean_limit, step_for
 from pt2onnx.capture._op_tensors import _map_tensors, _tensors
 
 aten = torch.ops.aten
@@ -116,8 +116,10 @@ class _Recording:
         self.shape_only_ops = 0  # heavy ops whose output the recording did not compute
         self.computed_work = 0  # multiply-adds of the heavy ops it did compute
         # frees the heap pages of dropped intermediates (_heap.py), a step per weights
-        self.heap = Trimmer(step_for(sum(t.numel() * t.element_size()
-                                         for _, _, t in self.state.values())))
+        weights = sum(t.numel() * t.element_size() for _, _, t in self.state.values())
+        self.heap = Trimmer(step_for(weights), lean_limit(weights))
+        self.heap.over = _so.lean_from_start()
+        self.lean_ops = 0  # ops whose output it did not compute once lean (_so.lean)
         # ids of tensors an in-place op wrote as a constant (constant_again): their
         # constant is a copy, whatever its size.
         self.forced_clones: set[int] = set()
@@ -228,6 +230,17 @@ class _Recording:
             return None
         self.shape_only_ops += 1
         return _so._zeros_like_meta(meta)
+
+    def lean(self, func: Any, args: Any, kwargs: Any, tensors: list[torch.Tensor]) -> Any:
+        """Once the recording's resident set has grown past its limit (``heap.over``): a
+        tainted op's large floating output as a tensor of its shape, not its value
+        (``_so.lean_output``); None: compute it."""
+        if not self.heap.over:
+            return None
+        out = _so.lean_output(func, args, kwargs, tensors, self.fake)
+        if out is not None:
+            self.lean_ops += 1
+        return out
 
     def _bind(self, t: torch.Tensor, node: torch.fx.Node) -> None:
         base = t._base
@@ -346,6 +359,8 @@ class _Dispatch(TorchDispatchMode):
             return self._inplace(func, args, kwargs, inputs)
         out = rec.shape_only(func, args, kwargs, tensors) if tainted and func in _so._HEAVY \
             else None
+        if out is None and tainted:
+            out = rec.lean(func, args, kwargs, tensors)
         if out is None:
             out = func(*args, **kwargs)
         rec.record(func, args, kwargs, out, inputs)
@@ -375,15 +390,20 @@ class _Dispatch(TorchDispatchMode):
             plan = _aliases.write_plan(rec, target) if node not in rec.refreshed else None
             if plan is None:
                 raise Unrecordable(f"{func} mutates a tensor that has views")
-        out = self._functional_write(func, functional, args, kwargs, inputs)
+        lean = (rec.heap.over and any(n in rec.tainted for n in inputs)
+                and _so.lean_write(func, target))
+        out = self._functional_write(func, functional, args, kwargs, inputs,
+                                     target if lean else None)
         if plan is not None:
             plan.apply(rec, target)  # what shares target's memory reads the write
         return out
 
     def _functional_write(self, func: Any, functional: Any, args: Any, kwargs: Any,
-                          inputs: list[torch.fx.Node]) -> Any:
+                          inputs: list[torch.fx.Node], skipped: Any = None) -> Any:
         rec = self.rec
-        out = func(*args, **kwargs)
+        # skipped: a lean recording's large tainted write, whose values nothing reads (an
+        # in-place op returns the tensor it writes).
+        out = skipped if skipped is not None else func(*args, **kwargs)
         # The functional op's node now stands for the mutated tensor; earlier users keep
         # the node of its old value. An in-place op keeps its target's dtype, where the
         # functional one promotes (a float16 ``v += float32_buffer``): then a cast follows.
@@ -438,8 +458,11 @@ class _Functions(TorchFunctionMode):
                     inputs = [rec.node_of(t) for t in tensors]
                     rec.paused += 1
                     try:
+                        tainted = any(n in rec.tainted for n in inputs)
                         out = rec.shape_only(func, args, kwargs, tensors, op) if op in _so._HEAVY \
-                            and any(n in rec.tainted for n in inputs) else None
+                            and tainted else None
+                        if out is None and tainted:
+                            out = rec.lean(op, bound, {}, tensors)
                         if out is None:
                             out = func(*args, **kwargs)
                     finally:

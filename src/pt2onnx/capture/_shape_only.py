@@ -47,6 +47,11 @@ def _compute_real() -> bool:
     return os.environ.get("PT2ONNX_CAPTURE", "").strip().lower() == "eager"
 
 
+def lean_from_start() -> bool:
+    """PT2ONNX_CAPTURE=lean: the recording is lean from its first op (for tests)."""
+    return os.environ.get("PT2ONNX_CAPTURE", "").strip().lower() == "lean"
+
+
 def _conv_outputs(x: torch.Tensor, w: torch.Tensor, args: tuple[Any, ...]) -> int:
     """Output elements of ``convolution(x, w, bias, stride, padding, dilation, ...)``
     (stride 1 and no padding where the arguments are not those)."""
@@ -150,3 +155,71 @@ def _zeros_like_meta(value: Any) -> Any:
         return out if t.dtype.is_floating_point or t.dtype.is_complex else out.zero_()
 
     return torch.utils._pytree.tree_map(one, value)
+
+
+# A lean recording (past its resident limit, ``_heap.Trimmer.over``) takes by shape the
+# ops on values from the inputs whose floating output is at least this large
+LEAN_BYTES = 1 << 16
+# and that always return fresh memory of the shape their meta kernel gives: every op
+# tagged pointwise (the meta function of a TensorIterator op is the CPU kernel's own),
+# and these. Not an op whose real output may share its input's memory without saying so
+# (``_unsafe_view``: an in-place write later would not reach it), nor one whose meta
+# shape differs from the CPU kernel's (``native_batch_norm``'s saved statistics, empty
+# on the CPU in inference).
+_LEAN_OPS = {
+    aten.clone.default, aten._to_copy.default, aten.cat.default, aten._softmax.default,
+    aten._log_softmax.default, aten.mm.default, aten.bmm.default, aten.addmm.default,
+    aten.baddbmm.default, aten.linear.default, aten.layer_norm.default,
+    aten.group_norm.default, aten.scaled_dot_product_attention.default,
+}
+
+
+def lean_output(func: Any, args: Any, kwargs: Any, tensors: list[torch.Tensor],
+                fake: Any) -> Any:
+    """``func``'s outputs as uninitialized tensors of their shapes and strides, from its
+    meta kernel, when it is a pointwise op or one of _LEAN_OPS and its outputs are all
+    floating and together at least LEAN_BYTES; None where the op must run: another op,
+    a random op (the generator's state moves as in eager), an integer or bool output (an
+    index must stay in range), small inputs (too cheap to ask), no meta kernel, or
+    PT2ONNX_CAPTURE=eager."""
+    if _compute_real() or not tensors or any(t.device.type != "cpu" for t in tensors):
+        return None
+    if max(t.numel() * t.element_size() for t in tensors) < LEAN_BYTES:
+        return None
+    tags = getattr(func, "tags", ())
+    if func not in _LEAN_OPS and torch.Tag.pointwise not in tags:
+        return None
+    schema = getattr(func, "_schema", None)
+    if schema is None or schema.is_mutable or any(
+            r.alias_info is not None for r in schema.returns) or \
+            torch.Tag.nondeterministic_seeded in tags:
+        return None
+    try:
+        meta = func(*fake(tuple(args)), **fake(dict(kwargs)))
+    except Exception:  # no meta kernel, or one that refuses meta tensors: compute it
+        return None
+    outs = [t for t in torch.utils._pytree.tree_leaves(meta) if isinstance(t, torch.Tensor)]
+    if not outs or any(not (t.dtype.is_floating_point or t.dtype.is_complex) for t in outs):
+        return None
+    if sum(t.numel() * t.element_size() for t in outs) < LEAN_BYTES:
+        return None
+    return _zeros_like_meta(meta)
+
+
+# In-place ops that write values only, beside those tagged pointwise (``transpose_``,
+# ``squeeze_`` and ``resize_`` change the tensor's shape: they always run).
+_LEAN_WRITES = {
+    aten.copy_.default, aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default,
+    aten.masked_fill_.Scalar, aten.masked_fill_.Tensor, aten.gelu_.default,
+    aten.threshold_.default, aten.index_put_.default,
+}
+
+
+def lean_write(func: Any, target: Any) -> bool:
+    """Whether a lean recording may skip ``func``'s in-place write into ``target``: a
+    large floating tensor from the inputs, whose values nothing reads, and an op that
+    changes values only."""
+    return (isinstance(target, torch.Tensor) and not _compute_real()
+            and (func in _LEAN_WRITES or torch.Tag.pointwise in getattr(func, "tags", ()))
+            and (target.dtype.is_floating_point or target.dtype.is_complex)
+            and target.numel() * target.element_size() >= LEAN_BYTES)
