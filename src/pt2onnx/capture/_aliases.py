@@ -9,8 +9,9 @@ records the new values.
 
 One tensor on the memory is its *owner*: all of it, contiguous from the start, made by
 an op the recording saw. Every tensor on the memory must be a *part* of the owner: a
-box of it (a slice along each dim, ``attn[:, :, 1:, 1:]`` in mvit) or a box with up
-to three of its dims taken by an index (``y[:, 2]``), or all of it in another shape (``view_as``, a flatten,
+box of it (a slice along each dim, ``attn[:, :, 1:, 1:]`` in mvit), its dims reordered
+first or not (``y.transpose(0, 3)``), with up to three of its dims taken by an index
+(``y[:, 2]``); or all of it in another shape (``view_as``, a flatten,
 ``x.data``, ``detach``). Then
 
 - the written part goes back into the owner as nested ``slice_scatter`` /
@@ -20,8 +21,8 @@ to three of its dims taken by an index (``y[:, 2]``), or all of it in another sh
 - every other tensor on the memory becomes its part of the new owner, read with
   ``slice`` / ``select`` / ``view``: a slice that overlaps the write reads it.
 
-Anything else (a strided or transposed view, memory with no owner in the graph, an
-input's or a weight's memory) returns no plan, and the recording is given up for
+Anything else (a strided slice, memory with no owner in the graph, an input's or a
+weight's memory) returns no plan, and the recording is given up for
 torch.export, which functionalizes. Aliases are found by storage, not ``_base``:
 ``x.data`` and ``detach`` share memory without one, and a view's ``_base`` is set only
 above the dispatcher, after the recording has seen its op.
@@ -39,7 +40,8 @@ import torch
 aten = torch.ops.aten
 
 # One step from a tensor to a part of it: ("slice", dim, start, end), ("select", dim,
-# index), or ("view", shape). Dims count in the tensor the step is applied to.
+# index), ("permute", dims) or ("view", shape). Dims count in the tensor the step is
+# applied to.
 Step = tuple[Any, ...]
 
 
@@ -62,17 +64,53 @@ class Plan:
 
 
 def _view(t: torch.Tensor, step: Step) -> torch.Tensor:
+    """The step applied to a real tensor (the recording paused)."""
     kind, *where = step
     if kind == "slice":
         dim, start, end = where
         return t.narrow(dim, start, end - start)
     if kind == "select":
         return t.select(*where)
+    if kind == "permute":
+        return t.permute(where[0])
     return t.view(where[0])
 
 
-_VIEW_OPS = {"slice": aten.slice.Tensor, "select": aten.select.int, "view": aten.view.default}
-_SCATTER_OPS = {"slice": aten.slice_scatter.default, "select": aten.select_scatter.default}
+def _view_call(step: Step, source: torch.Tensor) -> tuple[Any, tuple[Any, ...]]:
+    """The ATen op and arguments that record the step applied to ``source``."""
+    kind, *where = step
+    if kind == "slice":
+        return aten.slice.Tensor, (source, *where)
+    if kind == "select":
+        return aten.select.int, (source, *where)
+    if kind == "permute":
+        return aten.permute.default, (source, list(where[0]))
+    return aten.view.default, (source, list(where[0]))
+
+
+def _put_call(step: Step, base: torch.Tensor, value: torch.Tensor
+              ) -> tuple[Any, tuple[Any, ...], list[torch.Tensor]]:
+    """The ATen op, arguments and tensor inputs that put ``value`` (the step's result,
+    written) back into ``base``: the scatter of a slice or an index, the inverse
+    permutation, or a view in the base's shape."""
+    kind, *where = step
+    if kind == "slice":
+        return aten.slice_scatter.default, (base, value, *where), [base, value]
+    if kind == "select":
+        return aten.select_scatter.default, (base, value, *where), [base, value]
+    if kind == "permute":
+        inverse = sorted(range(len(where[0])), key=lambda i: where[0][i])
+        return aten.permute.default, (value, inverse), [value]
+    return aten.view.default, (value, list(base.shape)), [value]
+
+
+def _paused_view(rec: Any, t: torch.Tensor, step: Step) -> torch.Tensor:
+    """``_view``, unseen by the recording."""
+    rec.paused += 1
+    try:
+        return _view(t, step)
+    finally:
+        rec.paused -= 1
 
 
 def _read(rec: Any, owner: torch.Tensor, steps: list[Step], part: torch.Tensor) -> None:
@@ -80,49 +118,28 @@ def _read(rec: Any, owner: torch.Tensor, steps: list[Step], part: torch.Tensor) 
     are views made with the recording paused, which nothing keeps."""
     source = owner
     for i, step in enumerate(steps):
-        last = i == len(steps) - 1
-        rec.paused += 1
-        try:
-            out = part if last else _view(source, step)
-        finally:
-            rec.paused -= 1
-        op = _VIEW_OPS[step[0]]
-        args = (source, *step[1:]) if step[0] != "view" else (source, list(step[1]))
+        out = part if i == len(steps) - 1 else _paused_view(rec, source, step)
+        op, args = _view_call(step, source)
         rec.record(op, args, {}, out, [rec.node_of(source)])
         source = out
 
 
 def _scatter(rec: Any, owner: torch.Tensor, steps: list[Step], written: torch.Tensor) -> None:
     """Records the owner's new value: ``written`` put back through ``steps``, the
-    innermost step first, each scatter into the view of the old value around it."""
-    if steps[0][0] == "view":  # the written tensor is all of it, in another shape
-        rec.record(aten.view.default, (written, list(owner.shape)), {}, owner,
-                   [rec.node_of(written)])
-        return
-    rec.paused += 1
-    try:
-        bases = [owner]  # the old value's views, outermost first
-        for step in steps[:-1]:
-            bases.append(_view(bases[-1], step))
-    finally:
-        rec.paused -= 1
-    for i in range(1, len(bases)):  # the old value's views as nodes
-        op = _VIEW_OPS[steps[i - 1][0]]
-        rec.record(op, (bases[i - 1], *steps[i - 1][1:]), {}, bases[i],
-                   [rec.node_of(bases[i - 1])])
+    innermost step first, each into the view of the old value around it."""
+    bases = [owner]  # the old value's views, outermost first
+    for step in steps[:-1]:
+        source = bases[-1]
+        bases.append(_paused_view(rec, source, step))
+        op, args = _view_call(step, source)
+        rec.record(op, args, {}, bases[-1], [rec.node_of(source)])
     value = written
     for i in range(len(steps) - 1, -1, -1):
-        base, step = bases[i], steps[i]
-        if i == 0:
-            out = owner  # its memory holds the write: the real value of the result
-        else:
-            rec.paused += 1
-            try:  # a new object on the same memory, distinct from the base's own
-                out = _view(bases[i - 1], steps[i - 1])
-            finally:
-                rec.paused -= 1
-        rec.record(_SCATTER_OPS[step[0]], (base, value, *step[1:]), {}, out,
-                   [rec.node_of(base), rec.node_of(value)])
+        # The real value of the result: its memory holds the write. Below the owner, a
+        # new object on that memory, distinct from the base's own.
+        out = owner if i == 0 else _paused_view(rec, bases[i - 1], steps[i - 1])
+        op, args, tensors = _put_call(steps[i], bases[i], value)
+        rec.record(op, args, {}, out, [rec.node_of(t) for t in tensors])
         value = out
 
 
@@ -139,8 +156,9 @@ def _whole(t: torch.Tensor, nbytes: int) -> bool:
 
 def _part(t: torch.Tensor, owner: torch.Tensor) -> list[Step] | None:
     """The steps that take ``owner`` (contiguous, from the start of its memory) to
-    exactly ``t``: a box of slices, up to three of its dims taken by an index, or a
-    view of all of it. None where ``t`` is laid out otherwise (strided, transposed)."""
+    exactly ``t``: its dims reordered (``x.transpose(0, 3)``), then a box of slices with
+    up to three dims taken by an index; or a view of all of it. None where ``t`` is laid
+    out otherwise (a strided slice, an overlapping view)."""
     size = list(owner.shape)
     if t.numel() == owner.numel() and t.is_contiguous() and t.storage_offset() == 0:
         return [("view", list(t.shape))]
@@ -151,12 +169,27 @@ def _part(t: torch.Tensor, owner: torch.Tensor) -> list[Step] | None:
         return None
     if not 0 <= owner.dim() - t.dim() <= 3:
         return None
-    for dropped in itertools.combinations(range(owner.dim()), owner.dim() - t.dim()):
-        kept = [d for d in range(owner.dim()) if d not in dropped]
+    orders = itertools.permutations(range(owner.dim())) if owner.dim() <= 6 else [
+        tuple(range(owner.dim()))]
+    for order in orders:  # the identity first
+        steps = _box(t, [size[d] for d in order], [strides[d] for d in order],
+                     [starts[d] for d in order])
+        if steps is not None:
+            return steps if list(order) == sorted(order) else [("permute", list(order))] + steps
+    return None
+
+
+def _box(t: torch.Tensor, size: list[int], strides: list[int], starts: list[int]
+         ) -> list[Step] | None:
+    """The slices and indices that take a tensor of ``size`` and ``strides`` (``t``'s
+    memory in some dim order) to ``t``, whose first element is at ``starts``."""
+    rank = len(size)
+    for dropped in itertools.combinations(range(rank), rank - t.dim()):
+        kept = [d for d in range(rank) if d not in dropped]
         if all(starts[d] + n <= size[d] and (n == 1 or t.stride(i) == strides[d])
                for i, (d, n) in enumerate(zip(kept, t.shape))):
             steps: list[Step] = []
-            for d in range(owner.dim()):
+            for d in range(rank):
                 at = d - sum(1 for g in dropped if g < d)  # d in the tensor the step sees
                 if d in dropped:
                     steps.append(("select", at, starts[d]))
