@@ -272,8 +272,6 @@ def _user_frame() -> str:
     return _frames.stack_trace(_frames.user_frame(3, _SKIP_DIRS, _OWN_FILES, _RUN_CODE))
 
 
-
-
 def _run(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return module(*args, **kwargs)
 
