@@ -1,5 +1,6 @@
 """Walking an op's arguments for their tensors, without pytree: the recording's
-dispatcher calls these once per op, where pytree's cost shows."""
+dispatcher calls these once per op, where pytree's cost shows; and a Python call's
+arguments in its ATen op's schema order."""
 
 from __future__ import annotations
 
@@ -35,3 +36,21 @@ def _map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _map_tensors(fn, v) for k, v in value.items()}
     return value
+
+
+def _bind_schema(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The call's arguments in the ATen schema's order; None if they don't map."""
+    names = [a.name for a in op._schema.arguments]
+    if len(args) > len(names) or any(k not in names for k in kwargs):
+        return None
+    values: list[Any] = list(args)
+    for arg in op._schema.arguments[len(args):]:
+        if arg.name in kwargs:
+            values.append(kwargs[arg.name])
+        elif arg.has_default_value():
+            values.append(arg.default_value)
+        else:
+            return None
+    if any(a.kwarg_only for a in op._schema.arguments[: len(args)]):
+        return None
+    return tuple(values)

@@ -47,7 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from pt2onnx.capture import _aliases, _constant_writes, _frames
 from pt2onnx.capture import _shape_only as _so
 from pt2onnx.capture._heap import Trimmer, lean_limit, step_for
-from pt2onnx.capture._op_tensors import _map_tensors, _tensors
+from pt2onnx.capture._op_tensors import _bind_schema, _map_tensors, _tensors
 
 aten = torch.ops.aten
 
@@ -468,24 +468,6 @@ class _Functions(TorchFunctionMode):
                     rec.record(op, bound, {}, out, inputs)
                     return out
         return func(*args, **kwargs)
-
-
-def _bind_schema(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
-    """The call's arguments in the ATen schema's order; None if they don't map."""
-    names = [a.name for a in op._schema.arguments]
-    if len(args) > len(names) or any(k not in names for k in kwargs):
-        return None
-    values: list[Any] = list(args)
-    for arg in op._schema.arguments[len(args):]:
-        if arg.name in kwargs:
-            values.append(kwargs[arg.name])
-        elif arg.has_default_value():
-            values.append(arg.default_value)
-        else:
-            return None
-    if any(a.kwarg_only for a in op._schema.arguments[: len(args)]):
-        return None
-    return tuple(values)
 
 
 @contextlib.contextmanager
