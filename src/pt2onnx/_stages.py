@@ -447,10 +447,17 @@ class Stages:
         translated and optimized."""
         call = self.call
         spec = without_dims(call.spec, point.dim_names)
-        cap = self.capture(True, (point.args, point.kwargs), spec, user_spec=False)
-        program1 = self.decompose(cap)
-        names1 = user_dim_names(call.model, point.args, point.kwargs, spec, cap.program)
-        return self.optimize(self._translator(program1, names1).run())
+        for record in (True, False):  # a recording that does not translate: torch.export
+            cap = self.capture(record, (point.args, point.kwargs), spec, user_spec=False)
+            try:
+                program1 = self.decompose(cap)
+                names1 = user_dim_names(call.model, point.args, point.kwargs, spec,
+                                        cap.program)
+                return self.optimize(self._translator(program1, names1).run())
+            except (UnsupportedOperatorError, TranslationError):
+                if not cap.recorded:
+                    raise
+        raise AssertionError("unreachable: the torch.export capture returns or raises")
 
     def up_to(self, prog: OnnxProgram, name: str, top: int,
               ) -> tuple[OnnxProgram, CaptureResult] | None:
@@ -469,8 +476,14 @@ class Stages:
         """The model captured again on ``inputs`` with ``spec`` (one residue class of a
         dim, ``capture/_residue.py``), translated and optimized, as a program run like
         ``prog``."""
-        cap = self.capture(True, inputs, spec, user_spec=False)
-        return self._translated_like(prog, cap, *inputs, spec), cap
+        for record in (True, False):  # a recording that does not translate: torch.export
+            cap = self.capture(record, inputs, spec, user_spec=False)
+            try:
+                return self._translated_like(prog, cap, *inputs, spec), cap
+            except (UnsupportedOperatorError, TranslationError):
+                if not cap.recorded:
+                    raise
+        raise AssertionError("unreachable: the torch.export capture returns or raises")
 
     def by_residue(self, prog: OnnxProgram, captured: CaptureResult) -> list[str]:
         """Where the report holds a declared dim to one residue class, the other classes
