@@ -15,7 +15,7 @@ MKVENV := tools/mkvenv.sh
 IN_SRC := PYTHONPATH=$(CURDIR)/src
 FAST := -m "not models and not slow" tests
 
-.PHONY: fuzz fuzz-compare venv demo test test-cpu-default test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-cold bench-memory bench-downstream bench-zoo bench-meta lint typecheck docs clean
+.PHONY: fuzz fuzz-compare venv demo test test-slow test-cpu-default test-newest test-llm bench-llm test-torch test-2.14 test-opinfo test-models test-models-ci test-models-hf bench bench-vision bench-cold bench-memory bench-downstream bench-zoo bench-meta lint typecheck docs clean
 
 $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS) constraints-deps.txt
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ EXTRAS ?= dev
 test-torch:
 	@test -n "$(VERSION)" || { echo "usage: make test-torch VERSION=X.Y.Z" >&2; exit 2; }
 	venv=$$($(MKVENV) $(VERSION) $(EXTRAS)) && $(IN_SRC) $$venv/bin/python -m pytest -q -n 2 $(FAST)
+
+# The slow tier outside the OpInfo sweep and the model zoo: the fast tier's slowest tests
+# (tests/slow_tests.txt, marked by tests/conftest.py) and the other `slow` tests.
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n 2 -m "slow and not models" tests --ignore=tests/rules
 
 # The full OpInfo sweep (tests/rules/test_opinfo.py, slow tier); long, not part of `make test`.
 test-opinfo: $(STAMP)

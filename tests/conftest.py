@@ -72,3 +72,15 @@ def export_dynamic_and_verify(
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+_SLOW = frozenset(
+    line.strip() for line in (Path(__file__).parent / "slow_tests.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks `slow` the tests listed in tests/slow_tests.txt (by node id)."""
+    for item in items:
+        if item.nodeid in _SLOW:
+            item.add_marker(pytest.mark.slow)

@@ -426,8 +426,8 @@ class _FoursAndATail(torch.nn.Module):
 def test_a_residue_class_torch_export_suggests_is_captured_past(example: int) -> None:
     """From an example of 5, torch.export guards ``n // 4 == 1`` and ``n - 3 < n - n //
     2`` and suggests ``n = 2*_n - 1`` with ``_n <= 3``: odd sizes up to 5 only, which
-    was reported as a narrowing. A capture at 6 holds from 6 on and the sizes below are
-    run against eager (``_refine._past_a_residue_tie``): right at every size."""
+    was reported as a narrowing. The file is now general (the capture from a grown
+    example and the per-class captures, ``capture/_residue.py``): right at every size."""
     model = _FoursAndATail()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

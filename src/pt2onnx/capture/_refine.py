@@ -48,7 +48,6 @@ def _export_refined_all(
     strict: bool,
 ) -> Refined:
     refined = _export_refined_any(module, args, kwargs, spec, strict)
-    refined = _past_a_residue_tie(module, args, kwargs, spec, strict, refined)
     return _at_a_state_threshold(module, args, kwargs, spec, refined)
 
 
@@ -70,56 +69,6 @@ def _residue_ties(notes: list[str], names: set[str]) -> dict[str, tuple[int, str
         if k >= 2:
             found[m.group(1)] = (k, r.group(2), c % k)
     return found
-
-
-def _past_a_residue_tie(module: torch.nn.Module, args: tuple[Any, ...],
-                        kwargs: dict[str, Any], spec: Any, strict: bool,
-                        refined: Refined) -> Refined:
-    """``refined``, or a capture from another size where that one is general and
-    ``refined`` holds a declared dim to one residue class (``B = 2*_B - 1``: odd sizes).
-
-    torch.export's solver removes a ``FloorDiv`` or ``Mod`` from the guards it cannot
-    prove by substituting ``B = k*_B + r``, the example's residue: ``x.narrow(0, 0,
-    n // 4 * 4).reshape(n // 4, 4)`` beside ``x[n - n // 2:n - 3]`` from an example of
-    5 guards ``n // 4 == 1`` and ``n - 3 < n - n // 2``, and the fix it suggests keeps
-    only 1, 3 and 5, where a capture at 6 holds for every n (fuzz seed 6301, program
-    25). The sizes tried are the next one in each other residue class, above the
-    example and above its double, where eager runs (2k - 2 captures at most); the first capture with no residue tie, and no bound
-    on the tied dims but a minimum whose sizes below can be run one by one
-    (``_below_minimum``), is taken. torch.export proves it over the declared range,
-    and the user's example is checked to fit it as any grown example's capture is.
-    Where every class ties again (``split(n - n % 2)``: one chunk or two), the
-    narrowing stands."""
-
-    inputs = bound_inputs(module, args, kwargs)
-    declared = declared_axes(inputs, spec)
-    sizes = {a.name: a.size for a in declared if a.name is not None}
-    ties = _residue_ties(refined.notes, set(sizes))
-    if not ties or not RESIDUE_RETRY.get():
-        return refined
-    roots = {root for _, root, _ in ties.values()}
-    groups = {(k, root, r) for k, root, r in ties.values()}
-    if len(roots) != 1 or len(groups) != 1:
-        return refined  # dims tied to different classes: left as torch.export says
-    k, _, residue = next(iter(groups))
-    tied = [name for name in ties]
-    if len({sizes[name] for name in tied}) != 1:
-        return refined
-    size = sizes[tied[0]]
-    tops = [getattr(a.dim, "max", None) for a in declared if a.name in tied]
-    top = min((t for t in tops if isinstance(t, int)), default=None)
-    # The next size of each other residue class, then the next one from the doubled
-    # example (a size-1 dim at the next size, ``n // 4 == 1``, does not at the double).
-    candidates = list(dict.fromkeys(
-        c for start in (size + 1, 2 * size) for c in range(start, start + k)
-        if c % k != residue and (top is None or c <= top)))
-    for candidate in candidates:
-        other = _captured_at(module, args, kwargs, spec, strict,
-                             _with_ties(dict.fromkeys(tied, candidate), refined.notes))
-        if other is not None and _general_but_a_minimum(other, set(sizes),
-                                                        dict.fromkeys(tied, top)):
-            return other
-    return refined
 
 
 def _captured_at(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -389,21 +338,6 @@ def without_far_split() -> Iterator[None]:
         yield
     finally:
         FAR_SPLIT.reset(token)
-
-
-# Off inside the captures ``_residue`` makes from each other residue class: each ties to
-# its own class by design, so trying the other classes again gains nothing.
-RESIDUE_RETRY: contextvars.ContextVar[bool] = contextvars.ContextVar("residue_retry",
-                                                                      default=True)
-
-
-@contextlib.contextmanager
-def without_residue_retry() -> Iterator[None]:
-    token = RESIDUE_RETRY.set(False)
-    try:
-        yield
-    finally:
-        RESIDUE_RETRY.reset(token)
 
 
 TIED_NOTE = re.compile(r"^(\w+) tied to other dims: \1 = (.+?)(?: by the guard .*)?$")

@@ -2,10 +2,8 @@
 
 torch.export's solver removes a ``FloorDiv`` or ``Mod`` from guards it cannot prove by
 tying a declared dim to the example's residue class (``B = 4*_B - 3``: sizes 1 more
-than a multiple of 4). Where a capture from another class's size is general,
-``_refine._past_a_residue_tie`` takes it. Where every class ties again (``x.split(
-max(n - n % 2, 1))[-1]``: one chunk at even sizes, two at odd ones, beside ``n // 4``),
-no single capture holds, but each class has one that torch.export proves over the
+than a multiple of 4). Where every class ties (``x.split(max(n - n % 2, 1))[-1]``: one
+chunk at even sizes, two at odd ones, beside ``n // 4``), no single capture holds, but each class has one that torch.export proves over the
 whole class: pt2onnx captures the model once from a size in each class, translates
 each, and joins them under ``If`` on ``Shape(input)[axis] % k``. Each class is run
 against eager through the joined file at its example, the next size of its class and
@@ -33,7 +31,7 @@ from typing import Any
 
 import torch
 
-from pt2onnx.capture._refine import _with_ties, without_residue_retry
+from pt2onnx.capture._refine import _with_ties
 from pt2onnx.capture._residue_classes import (
     _CHOSEN,
     _MODULI,
@@ -523,9 +521,8 @@ def _either_mode(capture: Callable[[], Any]) -> Any:
     non-strict one holds constant, ``_second_size``)."""
     from pt2onnx.capture._capture import strict_only
 
-    with without_residue_retry():
-        try:
-            with strict_only():
-                return capture()
-        except Exception:
+    try:
+        with strict_only():
             return capture()
+    except Exception:
+        return capture()
