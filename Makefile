@@ -112,8 +112,8 @@ bench-vision:
 
 # Import + export in fresh processes, resnet50 against both torch.onnx exporters (issue 41).
 bench-cold:
-	venv=$$($(MKVENV) $(TV_VERSION) dev,models) && $(IN_SRC) $$venv/bin/python \
-	  benchmarks/cold_start.py
+	venv=$$($(MKVENV) $(TV_VERSION) dev,models,bench) && $(IN_SRC) $$venv/bin/python \
+	  benchmarks/cold_start.py --models resnet50 yolo11n
 
 # Peak RSS above the eager pass, pt2onnx against torch.export alone and dynamo, one fresh
 # process per model and exporter (issue 41; docs/performance.md). Rows whose model does not

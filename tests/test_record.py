@@ -600,3 +600,15 @@ def test_state_names_that_are_not_identifiers_are_recorded():
     prog, strategy = _export(model.eval(), torch.randn(2, 4))
     assert strategy == RECORDED, prog.report.fallbacks
     _matches(prog, model, torch.randn(2, 4))
+
+
+def test_recorded_program_still_runs_as_a_module():
+    """The recorded program's GraphModules generate their code on first use, not when
+    they are built (_compat.lazy_graph_module): what reads or runs one still works."""
+    model = Block().eval()
+    x = torch.randn(5, 8)
+    result = _try_record(model, (x,), {}, lambda op: False)
+    assert not isinstance(result, str), result
+    program = result.program
+    assert "def forward" in program.graph_module.code
+    torch.testing.assert_close(program.module()(x), model(x))

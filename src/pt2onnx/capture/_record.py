@@ -581,7 +581,7 @@ def record(
     first_other = next(n for n in rec.graph.nodes if n.op != "placeholder")
     for spec in input_specs:
         first_other.prepend(by_name[spec.arg.name])
-    gm = torch.fx.GraphModule(torch.nn.Module(), rec.graph)
+    gm = _compat.lazy_graph_module(torch.nn.Module(), rec.graph)
     state_dict = {name: t for name, _is_param, t in rec.state.values()}
     constants = {name: rec.constants[name] for name in
                  (n.name for n in rec.constant_nodes if n in live)}

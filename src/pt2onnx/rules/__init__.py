@@ -56,3 +56,8 @@ from pt2onnx.rules import (  # noqa: F401
     symbolic,
     torchvision,
 )
+from pt2onnx.translate import defer_namespace
+
+# PT2E's quantize ops exist once torch.ao.quantization.fx._decomposed (25 ms) or torchao
+# is imported; their rules are registered the first time a graph holds one.
+defer_namespace("quantized_decomposed", "pt2onnx.rules.quantized_pt2e")

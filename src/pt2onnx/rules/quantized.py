@@ -1,4 +1,5 @@
-"""Quantization: PT2E's quantize/dequantize ops and ``fake_quantize_*`` as ONNX QDQ.
+"""Quantization: ``fake_quantize_*`` and ATen's quantize ops as ONNX QDQ, and the
+quantize/dequantize arithmetic that PT2E's rules (``rules/quantized_pt2e.py``) share.
 
 PT2E-quantized programs carry ``quantized_decomposed.quantize_per_tensor`` /
 ``dequantize_per_tensor`` (and per-channel forms) around float ops; each becomes a
@@ -23,10 +24,8 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-from pt2onnx import _compat
 from pt2onnx.rule_api import KEEP_UNFOLDED, RuleContext, onnx_dtype, torch_dtype, translation
 from pt2onnx.rules._common import aten, normalize_dim, rank
-from pt2onnx.translate import EXTRA_DECOMPOSITIONS
 
 _F32 = ir.DataType.FLOAT
 
@@ -185,95 +184,6 @@ def _int(g: RuleContext, v: Any, what: str) -> int:
     if v.const_value is None:
         raise ValueError(f"{what} must be a constant to export; it is computed in the graph")
     return int(np.asarray(v.const_value.numpy()).reshape(-1)[0])
-
-
-# -- PT2E: torch.ops.quantized_decomposed --------------------------------------------
-_QD = _compat.quantized_decomposed_ops()
-
-
-def _overloads(*names: str) -> list[Any]:
-    if _QD is None:
-        return []
-    found = []
-    for name in names:
-        packet, overload = name.split(".")
-        op = getattr(getattr(_QD, packet, None), overload, None)
-        if op is not None:
-            found.append(op)
-    return found
-
-
-@translation(_overloads("quantize_per_tensor.default", "quantize_per_tensor.tensor",
-                        "quantize_per_tensor.tensor2"))
-def quantize_per_tensor(g: RuleContext, x: ir.Value, scale: Any, zero_point: Any,
-                        quant_min: Any, quant_max: Any, dtype: torch.dtype) -> ir.Value:
-    """quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype) -> Tensor"""
-    qmin, qmax = _int(g, quant_min, "quant_min"), _int(g, quant_max, "quant_max")
-    return quantize(g, x, scale, zero_point, qmin, qmax, dtype)
-
-
-@translation(_overloads("dequantize_per_tensor.default", "dequantize_per_tensor.tensor",
-                        "dequantize_per_tensor.tensor2"))
-def dequantize_per_tensor(g: RuleContext, q: ir.Value, scale: Any, zero_point: Any,
-                          quant_min: Any, quant_max: Any, dtype: torch.dtype, *,
-                          out_dtype: torch.dtype | None = None) -> ir.Value:
-    """dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""
-    return dequantize(g, q, scale, zero_point, dtype, out_dtype=out_dtype)
-
-
-@translation(_overloads("quantize_per_channel.default"))
-def quantize_per_channel(g: RuleContext, x: ir.Value, scales: ir.Value, zero_points: ir.Value,
-                         axis: int, quant_min: int, quant_max: int,
-                         dtype: torch.dtype) -> ir.Value:
-    """quantize_per_channel(Tensor input, Tensor scales, Tensor zero_points, int axis, int quant_min, int quant_max, ScalarType dtype) -> Tensor"""
-    return quantize(g, x, scales, zero_points, quant_min, quant_max, dtype,
-                    normalize_dim(axis, rank(x)))
-
-
-@translation(_overloads("dequantize_per_channel.default"))
-def dequantize_per_channel(g: RuleContext, q: ir.Value, scales: ir.Value,
-                           zero_points: ir.Value | None, axis: int, quant_min: int,
-                           quant_max: int, dtype: torch.dtype, *,
-                           out_dtype: torch.dtype | None = None) -> ir.Value:
-    """dequantize_per_channel(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""
-    return dequantize(g, q, scales, zero_points, dtype, normalize_dim(axis, rank(q)), out_dtype)
-
-
-@translation(_overloads("choose_qparams.tensor"))
-def choose_qparams(g: RuleContext, x: ir.Value, quant_min: int, quant_max: int, eps: float,
-                   dtype: torch.dtype) -> tuple[ir.Value, ir.Value]:
-    """choose_qparams.tensor(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype) -> (Tensor, Tensor)"""
-    # torch.ao's determine_qparams, per-tensor affine: the range always includes 0.
-    x = g.cast(x, _F32)
-    zero = g.const(0.0, _F32)
-    low = g.op.Min(g.op.ReduceMin(x, keepdims=0), zero)
-    high = g.op.Max(g.op.ReduceMax(x, keepdims=0), zero)
-    scale = g.op.Div(g.op.Sub(high, low), g.const(float(quant_max - quant_min), _F32))
-    scale = g.op.Max(scale, g.const(float(np.float32(eps)), _F32))
-    zp = g.op.Sub(g.const(float(quant_min), _F32), g.op.Round(g.op.Div(low, scale)))
-    zp = g.op.Clip(zp, g.const(float(quant_min), _F32), g.const(float(quant_max), _F32))
-    one = g.const([1], ir.DataType.INT64)
-    return (g.op.Reshape(g.cast(scale, ir.DataType.DOUBLE), one),
-            g.op.Reshape(g.op.Cast(zp, to=ir.DataType.INT64), one))
-
-
-@translation(_overloads("choose_qparams_symmetric.tensor"))
-def choose_qparams_symmetric(g: RuleContext, x: ir.Value, quant_min: int, quant_max: int,
-                             eps: float, dtype: torch.dtype) -> tuple[ir.Value, ir.Value]:
-    """choose_qparams_symmetric.tensor(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype) -> (Tensor, Tensor)"""
-    # determine_qparams, per-tensor symmetric: scale from the largest magnitude; the zero
-    # point is 0, or 128 for uint8.
-    x = g.cast(x, _F32)
-    zero = g.const(0.0, _F32)
-    low = g.op.Min(g.op.ReduceMin(x, keepdims=0), zero)
-    high = g.op.Max(g.op.ReduceMax(x, keepdims=0), zero)
-    scale = g.op.Div(g.op.Max(g.op.Neg(low), high),
-                     g.const(float(quant_max - quant_min) / 2, _F32))
-    scale = g.op.Max(scale, g.const(float(np.float32(eps)), _F32))
-    one = g.const([1], ir.DataType.INT64)
-    zp = 128 if dtype in (torch.uint8, torch.quint8) else 0
-    return (g.op.Reshape(g.cast(scale, ir.DataType.DOUBLE), one),
-            g.const([zp], ir.DataType.INT64))
 
 
 # -- fake quantization (QAT) ------------------------------------------------------------
@@ -479,13 +389,6 @@ def dequantize_self(g: RuleContext, x: ir.Value) -> ir.Value:
     return g.cast(g.op.Identity(x), _F32)
 
 
-# PT2E's per-token and per-group ops (torchao's 8-bit dynamic activation, 4-bit weight
-# flows): torch's own Python implementations, traced as decompositions into ATen.
-EXTRA_DECOMPOSITIONS.update(_compat.quantized_decomposed_kernels())
-
-KEEP_UNFOLDED.update(_overloads(
-    "dequantize_per_tensor.default", "dequantize_per_tensor.tensor",
-    "dequantize_per_tensor.tensor2", "dequantize_per_channel.default"))
 KEEP_UNFOLDED.update((
     aten.fake_quantize_per_tensor_affine.default,
     aten.fake_quantize_per_tensor_affine.tensor_qparams,

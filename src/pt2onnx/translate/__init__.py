@@ -35,13 +35,20 @@ from pt2onnx.translate._decomp_extra import TABLE as EXTRA_DECOMPOSITIONS
 from pt2onnx.translate._finish import types_opset
 from pt2onnx.translate._fold import FOLD_LIMIT
 from pt2onnx.translate._fx_meta import CACHE_NAME, is_cache, is_transparent
-from pt2onnx.translate._registry import KEEP_UNFOLDED, REGISTRY, Registry, op_name, translation
+from pt2onnx.translate._registry import (
+    KEEP_UNFOLDED,
+    REGISTRY,
+    Registry,
+    defer_namespace,
+    op_name,
+    translation,
+)
 from pt2onnx.translate._translate import Translator
 
 __all__ = [
     "CACHE_NAME", "EXTRA_DECOMPOSITIONS", "FOLD_LIMIT", "KEEP_UNFOLDED", "KEEP_WHOLE",
     "REGISTRY", "FixedByDecomposition", "Registry", "RuleContext", "Translator", "check_still_dynamic",
-    "decomposition_table", "dtype_of", "exportable", "functionalization_error", "is_cache",
+    "decomposition_table", "defer_namespace", "dtype_of", "exportable", "functionalization_error", "is_cache",
     "is_complex", "is_transparent", "onnx_dtype", "op_name", "reason_to_decompose",
     "symbolic_input_dims", "torch_dtype", "translation", "types_opset", "value_dtype",
 ]

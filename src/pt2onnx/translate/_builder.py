@@ -165,15 +165,15 @@ def _attr(name: str, value: Any) -> ir.Attr:
         return ir.AttrString(name, value)
     if isinstance(value, ir.Graph):
         return ir.AttrGraph(name, value)
-    if isinstance(value, (ir.Tensor, ir.TensorProtocol)):
-        return ir.AttrTensor(name, value)
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)):  # before the Protocol check below, which is slow
         if all(isinstance(v, (bool, int)) for v in value):
             return ir.AttrInt64s(name, [int(v) for v in value])
         if all(isinstance(v, (int, float)) for v in value):
             return ir.AttrFloat32s(name, [float(v) for v in value])
         if all(isinstance(v, str) for v in value):
             return ir.AttrStrings(name, list(value))
+    elif isinstance(value, (ir.Tensor, ir.TensorProtocol)):
+        return ir.AttrTensor(name, value)
     raise TypeError(f"cannot make an ONNX attribute {name!r} from {value!r}")
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from pt2onnx import _compat
+from pt2onnx.translate._registry import load_deferred
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -147,6 +148,7 @@ def find(op: Any) -> Callable[..., Any] | None:
     torch_nn's ops: importing the module that defines them costs about 20 ms, and a model
     that uses them has imported it already."""
     global _TORCH_NN_ADDED
+    load_deferred(op)  # its rules' module may add its decomposition
     if not _TORCH_NN_ADDED and getattr(op, "namespace", None) == "torch_nn":
         _TORCH_NN_ADDED = True
         ops = _compat.linear_cross_entropy_ops()

@@ -14,7 +14,7 @@ from typing import Any
 import onnx_ir as ir
 import torch
 
-from pt2onnx.translate._registry import KEEP_UNFOLDED
+from pt2onnx.translate._registry import KEEP_UNFOLDED, load_deferred
 
 # Buffers and lifted constants up to this many elements take part in constant
 # folding; a folded result larger than this is not materialised.
@@ -35,6 +35,7 @@ class Const:
 
 def foldable(target: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
     """Whether a node with these (translated) arguments can run in torch at export time."""
+    load_deferred(target)  # its rules' module may add it to KEEP_UNFOLDED
     if target in KEEP_UNFOLDED:
         return False
     if isinstance(target, torch._ops.OpOverload):

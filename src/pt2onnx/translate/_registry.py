@@ -100,6 +100,7 @@ class Registry:
         self.load_builtins()
         table = self._complex if complex else self._rules
         for key in _expand(op):
+            load_deferred(key)  # the built-in rule first, so that this one replaces it
             entries = table.setdefault(key, [])
             entries[:] = [e for e in entries if e.since != since]
             bisect.insort(entries, RuleEntry(since, fn), key=lambda e: e.since)
@@ -108,6 +109,8 @@ class Registry:
         """The rule with the highest ``since`` at or below ``opset``."""
         self.load_builtins()
         entries = (self._complex if complex else self._rules).get(op)
+        if not entries and load_deferred(op):
+            entries = (self._complex if complex else self._rules).get(op)
         if not entries:
             return None
         best = None
@@ -118,22 +121,68 @@ class Registry:
 
     def opsets(self, op: Any, complex: bool = False) -> list[int]:
         self.load_builtins()
+        load_deferred(op)
         return [e.since for e in (self._complex if complex else self._rules).get(op, [])]
 
     def __contains__(self, op: Any) -> bool:
         self.load_builtins()
+        load_deferred(op)
         return op in self._rules or op in self._complex
 
     def ops(self) -> list[Any]:
         self.load_builtins()
+        load_deferred(None)
         return list(dict.fromkeys([*self._rules, *self._complex]))
 
     def copy(self) -> Registry:
         self.load_builtins()
+        load_deferred(None)
         new = Registry()
         new._rules = {k: list(v) for k, v in self._rules.items()}
         new._complex = {k: list(v) for k, v in self._complex.items()}
         return new
+
+
+# op namespace -> the module whose import registers the built-in rules (and extra
+# decompositions, and KEEP_UNFOLDED entries) of that namespace's ops; imported the first
+# time one of its ops is looked up (rules/__init__.py fills this).
+_DEFERRED: dict[str, str] = {}
+
+
+def defer_namespace(namespace: str, module: str) -> None:
+    """Imports ``module`` only when an op of ``namespace`` is first looked up, registered,
+    folded or decomposed: for rules whose ops are defined by a module that costs time to
+    import, and that a program holding one of them has imported already."""
+    _DEFERRED[namespace] = module
+
+
+def load_deferred(op: Any) -> bool:
+    """Imports the deferred module of ``op``'s namespace (every deferred module for
+    None); True when one was imported."""
+    REGISTRY.load_builtins()  # they declare the deferred namespaces
+    if not _DEFERRED:
+        return False
+    if op is None:
+        names = list(_DEFERRED)
+    else:
+        namespace = getattr(op, "namespace", None)
+        if namespace not in _DEFERRED:
+            return False
+        names = [namespace]
+    loaded = False
+    with REGISTRY._lock:
+        for name in names:
+            module = _DEFERRED.pop(name, None)
+            if module is None:
+                continue  # imported meanwhile
+            try:
+                with gc_paused():
+                    importlib.import_module(module)
+            except BaseException:
+                _DEFERRED[name] = module
+                raise
+            loaded = True
+    return loaded
 
 
 def _expand(op: Any) -> Iterable[Any]:
