@@ -7,7 +7,7 @@ import contextvars
 import os
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -550,6 +550,27 @@ def _load_alone(name: str, parts: tuple[str, ...]) -> types.ModuleType | None:
             del sys.modules[name]
         return None
     return module
+
+
+def register_fake(lib: Any, qualname: str, fake: Callable[..., Any], source: str) -> None:
+    """``torch.library.register_fake(qualname, fake, lib=lib)`` without its look-up of the
+    caller's module: torch finds it with ``inspect.getmodule``, whose first call in a
+    process resolves the real path of every loaded module's file (25-50 ms with torch
+    and a model library loaded) to check a stub that only torch's own packages declare.
+    The registry it writes to (``torch._library.simple_registry``, the same in torch 2.12
+    through 2.15) is used directly, with ``source`` as the place torch's messages name;
+    where it is missing, torch's public function."""
+    try:
+        from torch._library import simple_registry
+
+        entry = simple_registry.singleton.find(qualname)
+        handle = entry.fake_impl.register(fake, source, lib)
+    except (ImportError, AttributeError, TypeError):
+        torch.library.register_fake(qualname, fake, lib=lib)
+        return
+    handles = getattr(lib, "_registration_handles", None)
+    if isinstance(handles, list):
+        handles.append(handle)  # removed with the library, as torch's own path does
 
 
 def linear_cross_entropy_ops() -> tuple[Any, Any] | None:

@@ -107,34 +107,47 @@ def preserved_state(model: Any) -> Iterator[None]:
         yield
         return
     modules = list(model.modules())
-    hooks = [(m, {k: dict(d) for k in _HOOK_DICTS if isinstance(d := m.__dict__.get(k), dict)})
-             for m in modules]
+    # Only the hook dicts that hold something are copied (most are empty: 11 per module).
+    hooks = [(m, {k: dict(d) if d else None for k in _HOOK_DICTS
+                  if isinstance(d := m.__dict__.get(k), dict)}) for m in modules]
     classes = [(m, type(m)) for m in modules]
     lazy = [m for m in modules if _pending_lazy(m)]
     training = [(m, m.training) for m in modules]
     # A buffer the forward replaces (self.grid = make_grid(h, w)) goes back too; one it
     # changes in place keeps its object, and is not touched here.
     buffers = [(m, dict(m._buffers), set(m._non_persistent_buffers_set)) for m in modules]
-    grads = [(p, p.requires_grad) for p in model.parameters()]
+    # Each module's own parameters (a shared one twice: restoring it twice is harmless),
+    # without a second walk of the module tree.
+    grads = [(p, p.requires_grad) for m in modules for p in m._parameters.values()
+             if p is not None]
     try:
         # Every attribute the export's runs wrote goes back too: transformers 5.24 marks
         # its hooks installed with a flag, which must not outlive the hooks.
         with no_leaked_fake_tensors(model, everything=True,
-                                    keep=lambda: [m for m in lazy if _materialized(m)]):
+                                    keep=lambda: [m for m in lazy if _materialized(m)],
+                                    modules=modules):
             yield
     finally:
         kept = {id(m) for m in lazy if _materialized(m)}
         for m, saved in hooks:
+            if id(m) in kept:
+                continue
             for key, before in saved.items():
                 now = m.__dict__.get(key)
-                if id(m) not in kept and isinstance(now, dict) and now.keys() != before.keys():
+                if not isinstance(now, dict):
+                    continue
+                if before is None:
+                    if now:
+                        now.clear()
+                elif now.keys() != before.keys():
                     now.clear()
                     now.update(before)
         for m, cls in classes:
             if id(m) not in kept and type(m) is not cls:
                 m.__class__ = cls
         for m, flag in training:
-            m.training = flag
+            if m.training is not flag:
+                m.training = flag
         for m, saved_buffers, non_persistent in buffers:
             if id(m) in kept or (m._buffers.keys() == saved_buffers.keys() and all(
                     m._buffers[k] is v for k, v in saved_buffers.items())):
@@ -150,7 +163,8 @@ def preserved_state(model: Any) -> Iterator[None]:
 
 @contextlib.contextmanager
 def no_leaked_fake_tensors(module: Any, everything: bool = False,
-                           keep: Callable[[], list[Any]] = list) -> Iterator[None]:
+                           keep: Callable[[], list[Any]] = list,
+                           modules: list[torch.nn.Module] | None = None) -> Iterator[None]:
     """Undoes attribute writes that leave tracing tensors on the model.
 
     A forward that caches a tensor on ``self`` (YOLO's Detect head keeps its anchors
@@ -162,12 +176,13 @@ def no_leaked_fake_tensors(module: Any, everything: bool = False,
     are undone (the recorded eager run: an export leaves the model as it found it).
     An attribute the run deleted comes back too (a lazy module deletes its
     ``_initialize_hook``). ``keep`` names, once the run is over, the modules whose
-    writes stay (the lazy modules it materialized)."""
+    writes stay (the lazy modules it materialized); ``modules`` is ``module.modules()``
+    where the caller has it already."""
     if not isinstance(module, torch.nn.Module):
         yield
         return
     skip = ("_parameters", "_buffers", "_modules")
-    before = [(m, dict(m.__dict__)) for m in module.modules()]
+    before = [(m, dict(m.__dict__)) for m in (module.modules() if modules is None else modules)]
     try:
         yield
     finally:

@@ -6,12 +6,21 @@ from __future__ import annotations
 
 import torch
 
+from pt2onnx.frontends import _custom_ops
 
-@torch.library.custom_op("pt2onnx::as_output", mutates_args=())
-def as_output_op(x: torch.Tensor, name: str) -> torch.Tensor:
+
+def _as_output(x: torch.Tensor, name: str) -> torch.Tensor:
     return x.clone()
 
 
-@as_output_op.register_fake
-def _(x: torch.Tensor, name: str) -> torch.Tensor:
+def _fake(x: torch.Tensor, name: str) -> torch.Tensor:
     return torch.empty_like(x)
+
+
+_custom_ops.define("as_output(Tensor x, str name) -> Tensor", _as_output, _fake)
+
+
+def as_output_op(x: torch.Tensor, name: str) -> torch.Tensor:
+    """``x``, marked to become the graph output ``name``."""
+    out: torch.Tensor = torch.ops.pt2onnx.as_output(x, name)
+    return out

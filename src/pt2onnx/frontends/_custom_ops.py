@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from pt2onnx import _compat
+
 _LIBS: dict[str, Any] = {}
 
 
@@ -20,5 +22,7 @@ def define(schema: str, impl: Callable[..., Any], fake: Callable[..., Any] | Non
     lib.define(schema)
     lib.impl(name, impl, "CompositeExplicitAutograd")
     if fake is not None:
-        torch.library.register_fake(f"pt2onnx::{name}", fake, lib=lib)
+        code = fake.__code__
+        _compat.register_fake(lib, f"pt2onnx::{name}", fake,
+                              f"{code.co_filename}:{code.co_firstlineno}")
     _LIBS[name] = lib
