@@ -18,6 +18,7 @@ from pt2onnx.capture import (
     _dynamic,
     _failures,
     _fixed_dims,
+    _heap,
     _refine,
     _second_size,
     _size_one,
@@ -104,13 +105,15 @@ def capture(
         else packed_rnn_substitutions(notes) if holds_hidden_rnn(module) \
         else contextlib.nullcontext()
     with no_leaked_fake_tensors(module), named_var_kwargs(module, kwargs), \
-            importable_code(module):
+            importable_code(module), _heap.attempts():
         recorded: CaptureResult | str | None = None
         if record and dynamic_shapes is None and _record_enabled():
             # A packed sequence is never recorded: its shapes come from the lengths.
             recorded = _try_record(module, args, kwargs, has_rule or (lambda op: False))
         if isinstance(recorded, CaptureResult):
             return recorded
+        if recorded is not None:
+            _heap.release()  # the recording given up: its graph and values
         with packed:
             result = with_state_retries(
                 module, args, kwargs, dynamic_shapes is not None,
@@ -304,6 +307,8 @@ def _capture_declared(
         if not strict and (fixed is not None or (errors and not _register_mapping_outputs(
                 module, args, kwargs, errors))):
             continue  # the second non-strict try is for a model returning a dict subclass
+        if errors or fixed is not None:
+            _heap.release()  # the failed attempt's memory, before this one's peak
         try:
             if dynamic_shapes is None:
                 # Under the same capture rewrites as a dynamic capture (frontends).
@@ -417,6 +422,7 @@ def _capture_declared(
             "Dim(min=..., max=...), or leave that dim static), or export without "
             "dynamic_shapes / dynamic_axes to accept a static graph traced on the example."
         )
+    _heap.release()
     try:
         ep, notes = trace(module, args, kwargs, decompositions() if decompositions else None)
     except Exception as exc:
