@@ -98,7 +98,7 @@ def release() -> None:
     import gc
 
     start = _START.get()
-    if start is not None and start and resident() - start < RELEASE_MIN:
+    if start and RELEASE_MIN > 0 and resident() - start < RELEASE_MIN:
         return
     gc.collect()
     trim()
