@@ -123,8 +123,8 @@ class FailsUntilTraced(nn.Module):
 def test_a_failed_capture_attempts_garbage_is_freed_before_the_next_one(monkeypatch):
     """The export runs with the cyclic GC paused; a failed attempt's cycles (graphs, fake
     tensors, the traceback's frames) are collected before the next attempt
-    (``_heap.release``), so its peak does not stack on theirs (maskrcnn_resnet50_fpn:
-    1.44 to 0.61 GiB above its eager pass)."""
+    (``_heap.release``), so its peak does not stack on theirs (the 12 detection models:
+    0.64x the peak above their eager pass, median; docs/performance.md)."""
     import pt2onnx
 
     released = []
